@@ -1,0 +1,164 @@
+"""Running the embedded API server: data dir, token, kubeconfig, lifecycle.
+
+``hybrid-operator cluster`` lands here.  The server binds 127.0.0.1 only,
+keeps its objects in ``<data-dir>/state.db`` (or in memory), serves TLS with
+its own CA (see :mod:`tls`: client-go never sends a token over plain http),
+authenticates every request with a bearer token generated once per data dir, writes a
+kubeconfig for kubectl/helm/the operator once it accepts requests, runs the
+fake controllers, and stops cleanly on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import signal
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from aiohttp import web
+
+from hybrid_operator.localcluster import controllers, http, tls
+from hybrid_operator.localcluster.api import ObjectApi, WriteOptions, random_token
+from hybrid_operator.localcluster.resources import Registry
+from hybrid_operator.localcluster.store import Store
+
+log = logging.getLogger("hybrid_operator.localcluster")
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Settings of one embedded API server."""
+
+    port: int = 6443
+    data_dir: Path = Path(".hybrid/cluster")
+    in_memory: bool = False
+    kubeconfig: Path | None = Path(".hybrid/kubeconfig")
+    controllers: bool = True
+    bookmark_interval: float = 30.0
+    host: str = "127.0.0.1"
+
+
+def kubeconfig_text(server: str, token: str, ca_pem: bytes) -> str:
+    cluster = {"server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "hybrid", "cluster": cluster}],
+        "users": [{"name": "hybrid-admin", "user": {"token": token}}],
+        "contexts": [{"name": "hybrid", "context": {"cluster": "hybrid", "user": "hybrid-admin",
+                                                    "namespace": "default"}}],
+        "current-context": "hybrid",
+        "preferences": {},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+
+
+def open_store(options: ClusterOptions) -> Store:
+    if options.in_memory:
+        return Store(None)
+    options.data_dir.mkdir(parents=True, exist_ok=True)
+    return Store(options.data_dir / "state.db")
+
+
+def ensure_token(store: Store) -> str:
+    token = store.get_meta("token")
+    if token is None:
+        token = random_token()
+        store.set_meta("token", token)
+    return token
+
+
+def seed(api: ObjectApi) -> None:
+    """Pre-create the namespaces every cluster has."""
+    info = api.registry.lookup("", "v1", "namespaces")
+    assert info is not None
+    for name in DEFAULT_NAMESPACES:
+        if api.store.get(info.storage_key, "", name) is None:
+            api.create(info, "", {"metadata": {"name": name}}, WriteOptions(field_manager="hybrid-cluster"))
+
+
+class ClusterServer:
+    """One embedded API server: start, serve, stop."""
+
+    def __init__(self, options: ClusterOptions) -> None:
+        self.options = options
+        self.store = open_store(options)
+        self.api = ObjectApi(self.store, Registry.with_builtins())
+        self.token = ensure_token(self.store)
+        seed(self.api)
+        self._runner: web.AppRunner | None = None
+        self._controllers: controllers.Controllers | None = None
+        self.port = options.port
+        cert_dir = Path(tempfile.mkdtemp(prefix="hybrid-certs-")) if options.in_memory else options.data_dir
+        self.certs = tls.ensure(cert_dir)
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.options.host}:{self.port}"
+
+    async def start(self) -> None:
+        config = http.ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
+                                   bookmark_interval=self.options.bookmark_interval)
+        app = http.build_app(self.api, config)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True,
+                           ssl_context=self.certs.server_context())
+        await site.start()
+        sockets = getattr(site._server, "sockets", None) or []  # the real port when 0 was asked
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+        if self.options.controllers:
+            self._controllers = controllers.Controllers(self.api)
+            self._controllers.start()
+        if self.options.kubeconfig is not None:
+            write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
+                                                                     self.certs.ca_cert.read_bytes()))
+        log.info("cluster serving", extra={"url": self.url, "kubeconfig": str(self.options.kubeconfig),
+                                           "objects": sum(self.store.count(k) for k in self.store.keys())})
+
+    async def stop(self) -> None:
+        if self._controllers is not None:
+            await self._controllers.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self.store.close()
+        log.info("cluster stopped", extra={"url": self.url})
+
+
+async def serve_forever(options: ClusterOptions) -> None:
+    server = ClusterServer(options)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    print(f"hybrid-operator cluster serving {server.url}", flush=True)
+    if options.kubeconfig is not None:
+        print(f"export KUBECONFIG={options.kubeconfig.resolve()}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()

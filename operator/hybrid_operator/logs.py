@@ -1,0 +1,66 @@
+"""Structured logging: fixed messages plus key/value pairs, as text or JSON.
+
+Every module logs with a constant message and puts the variable parts in
+``extra={...}``; this formatter renders those extras as ``key=value`` pairs
+(text) or as fields of one JSON object per line (json), so logs can be grepped
+and parsed alike.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+# Attributes every LogRecord has; anything else came from ``extra``.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()) | {"message", "asctime"}
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {key: value for key, value in vars(record).items() if key not in _STANDARD}
+
+
+class TextFormatter(logging.Formatter):
+    """``2026-11-30T10:00:00Z INFO logger message key=value ...``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
+        pairs = " ".join(f"{key}={_render(value)}" for key, value in _extras(record).items())
+        line = f"{stamp} {record.levelname:<7} {record.name} {record.getMessage()}"
+        if pairs:
+            line = f"{line} {pairs}"
+        if record.exc_info:
+            line = f"{line}\n{self.formatException(record.exc_info)}"
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, msg, then the extras."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        body: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        body.update(_extras(record))
+        if record.exc_info:
+            body["error"] = self.formatException(record.exc_info)
+        return json.dumps(body, default=str)
+
+
+def _render(value: Any) -> str:
+    text = str(value)
+    return json.dumps(text) if (" " in text or "=" in text or not text) else text
+
+
+def configure(level: str = "info", fmt: str = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

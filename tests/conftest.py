@@ -1,0 +1,124 @@
+"""Shared fixtures: a real embedded API server process per test, and the real CLIs.
+
+Every test gets its own port, data dir, kubeconfig and HOME (kubectl caches
+discovery under ~/.kube/cache, the Python client under /tmp keyed by host), so
+tests never see each other's state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def find_binary(name: str) -> str:
+    venv_bin = Path(sys.executable).parent / name
+    if venv_bin.exists():
+        return str(venv_bin)
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} not found: run `make setup` (it installs helm and kubectl into .venv/bin)")
+    return found
+
+
+class Cluster:
+    """A running `hybrid-operator cluster` process and the clients pointed at it."""
+
+    def __init__(self, workdir: Path, port: int | None = None, extra_args: tuple[str, ...] = ()) -> None:
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.data_dir = workdir / "data"
+        self.kubeconfig = workdir / "kubeconfig"
+        self.home = workdir / "home"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.extra_args = extra_args
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / "cluster.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def token(self) -> str:
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        return str(config["users"][0]["user"]["token"])
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(HOME=str(self.home), KUBECONFIG=str(self.kubeconfig),
+                   HELM_CACHE_HOME=str(self.home / ".cache" / "helm"),
+                   HELM_CONFIG_HOME=str(self.home / ".config" / "helm"),
+                   HELM_DATA_HOME=str(self.home / ".local" / "share" / "helm"))
+        return env
+
+    def start(self, timeout: float = 30.0) -> None:
+        if self.kubeconfig.exists():
+            self.kubeconfig.unlink()
+        command = [sys.executable, "-m", "hybrid_operator.cli", "cluster", "--port", str(self.port),
+                   "--data-dir", str(self.data_dir), "--kubeconfig", str(self.kubeconfig), *self.extra_args]
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
+        deadline = time.monotonic() + timeout
+        while not self.kubeconfig.exists():
+            if self.process.poll() is not None:
+                pytest.fail(f"cluster exited with {self.process.returncode}:\n{self.log_path.read_text()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"cluster did not start within {timeout}s:\n{self.log_path.read_text()}")
+            time.sleep(0.05)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.process is not None
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout=20)
+        self.process = None
+        return code
+
+    def run(self, binary: str, *args: str, check: bool = True, input_text: str | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([find_binary(binary), *args], env=self.env(), capture_output=True, text=True,
+                                input=input_text, timeout=timeout, cwd=self.workdir)
+        if check and result.returncode != 0:
+            pytest.fail(f"{binary} {' '.join(args)} failed ({result.returncode}):\n"
+                        f"stdout: {result.stdout}\nstderr: {result.stderr}")
+        return result
+
+    def kubectl(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return self.run("kubectl", *args, **kwargs)
+
+    def helm(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return self.run("helm", *args, **kwargs)
+
+    def get_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    instance = Cluster(tmp_path)
+    instance.start()
+    try:
+        yield instance
+    finally:
+        if instance.process is not None:
+            instance.stop()
