@@ -97,7 +97,7 @@ class Cluster:
     def run(self, binary: str, *args: str, check: bool = True, input_text: str | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([find_binary(binary), *args], env=self.env(), capture_output=True, text=True,
-                                input=input_text, timeout=timeout, cwd=self.workdir)
+                                check=False, input=input_text, timeout=timeout, cwd=self.workdir)
         if check and result.returncode != 0:
             pytest.fail(f"{binary} {' '.join(args)} failed ({result.returncode}):\n"
                         f"stdout: {result.stdout}\nstderr: {result.stderr}")
@@ -116,6 +116,18 @@ class Cluster:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     instance = Cluster(tmp_path)
+    instance.start()
+    try:
+        yield instance
+    finally:
+        if instance.process is not None:
+            instance.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One cluster for a whole test module (for suites of independent reads/writes)."""
+    instance = Cluster(tmp_path_factory.mktemp("cluster"))
     instance.start()
     try:
         yield instance

@@ -11,6 +11,7 @@ layer decodes requests into calls here and encodes what comes back.
 from __future__ import annotations
 
 import base64
+import builtins
 import copy
 import json
 import random
@@ -499,18 +500,16 @@ class ObjectApi:
                                          f"{info.kind}: metadata.{key} must map strings to strings")
         return obj
 
-    def _prepare(self, info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions) -> list[str]:
+    def _prepare(self, info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions) -> builtins.list[str]:
         """Schema pruning/defaulting/validation or built-in defaulting; returns warnings."""
         warnings: list[str] = []
         if info.custom and info.schema is not None:
             unknown = schema.unknown_fields(obj, info.schema)
             if unknown and opts.field_validation == "Strict":
-                name = obj["metadata"].get("name", "")
                 raise errors.bad_request(
                     f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
                     + "strict decoding error: "
-                    + ", ".join(f'unknown field "{path}"' for path in unknown)
-                    + ("" if name else ""))
+                    + ", ".join(f'unknown field "{path}"' for path in unknown))
             if unknown and opts.field_validation == "Warn":
                 warnings.extend(f'unknown field "{path}"' for path in unknown)
             prepared, causes = schema.prepare(obj, info.schema)

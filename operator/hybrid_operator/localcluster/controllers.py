@@ -44,7 +44,7 @@ def _hash(obj: dict[str, Any]) -> str:
 
 def _condition(kind: str, reason: str, message: str, old: dict[str, Any]) -> dict[str, Any]:
     now = now_rfc3339()
-    previous = next((c for c in (old.get("conditions") or []) if c.get("type") == kind), {})
+    previous: dict[str, Any] = next((c for c in (old.get("conditions") or []) if c.get("type") == kind), {})
     return {"type": kind, "status": "True", "reason": reason, "message": message,
             "lastUpdateTime": previous.get("lastUpdateTime", now),
             "lastTransitionTime": previous.get("lastTransitionTime", now)}
@@ -138,10 +138,10 @@ class Controllers:
         self._collect_orphans()
         while True:
             change = await self._queue.get()
-            info = self._info(change.skey)
+            found = self._info(change.skey)
             self._index(change.skey, change.old, change.obj if change.type != "DELETED" else None)
-            if info is not None:
-                self._safely(self._react, info, change)
+            if found is not None:
+                self._safely(self._react, found, change)
             await asyncio.sleep(0)
 
     def _safely(self, func: Any, *args: Any) -> None:
@@ -264,7 +264,7 @@ class Controllers:
         self._dependents.pop(uid, None)
 
     def _uid_alive(self, uid: str, namespace: str) -> bool:
-        for info, obj in iter_all(self.api.store, self.api.registry):
+        for _, obj in iter_all(self.api.store, self.api.registry):
             if obj["metadata"].get("uid") == uid:
                 return not obj["metadata"].get("deletionTimestamp") or bool(
                     obj["metadata"].get("finalizers"))

@@ -33,8 +33,6 @@ PUBLIC_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz"})
 TRUE_WORDS = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 FALSE_WORDS = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
-API_KEY: web.AppKey[ObjectApi] = web.AppKey("api", ObjectApi)
-CONFIG_KEY: web.AppKey[ServerConfig] = web.AppKey("config", object)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -44,6 +42,10 @@ class ServerConfig:
     token: str
     address: str
     bookmark_interval: float = 30.0
+
+
+API_KEY: web.AppKey[ObjectApi] = web.AppKey("api", ObjectApi)
+CONFIG_KEY: web.AppKey[ServerConfig] = web.AppKey("config", ServerConfig)
 
 
 def parse_bool(value: str | None, name: str) -> bool:
@@ -81,9 +83,8 @@ async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
     """Authenticate, and turn every failure into a Status answer."""
     config = request.app[CONFIG_KEY]
     try:
-        if request.path not in PUBLIC_PATHS:
-            if request.headers.get("Authorization", "") != f"Bearer {config.token}":
-                raise errors.unauthorized()
+        if request.path not in PUBLIC_PATHS and request.headers.get("Authorization", "") != f"Bearer {config.token}":
+            raise errors.unauthorized()
         result: web.StreamResponse = await handler(request)
         return result
     except errors.ApiError as error:
@@ -276,7 +277,8 @@ def _wants_table(request: web.Request) -> bool:
 def _table(request: web.Request, target: Target, items: list[dict[str, Any]], rv: str) -> web.Response:
     include = request.query.get("includeObject", "Metadata") or "Metadata"
     body = tables.table(items, kind=target.info.kind, printer_columns=list(target.info.printer_columns) or None,
-                        include_object=include, resource_version=rv, now=datetime.now(UTC))
+                        include_object=include, resource_version=rv, now=datetime.now(UTC),
+                        api_version=target.info.group_version)
     return respond(body, content_type=f"{JSON};as=Table;v=v1;g=meta.k8s.io")
 
 

@@ -43,6 +43,7 @@ class ClusterOptions:
     kubeconfig: Path | None = Path(".hybrid/kubeconfig")
     controllers: bool = True
     bookmark_interval: float = 30.0
+    watch_history: int = 20000  # change events kept for watch resume (older RVs get 410 Expired)
     host: str = "127.0.0.1"
 
 
@@ -77,9 +78,9 @@ def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
 
 def open_store(options: ClusterOptions) -> Store:
     if options.in_memory:
-        return Store(None)
+        return Store(None, history=options.watch_history)
     options.data_dir.mkdir(parents=True, exist_ok=True)
-    return Store(options.data_dir / "state.db")
+    return Store(options.data_dir / "state.db", history=options.watch_history)
 
 
 def ensure_token(store: Store) -> str:
@@ -137,7 +138,7 @@ class ClusterServer:
             write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
                                                                      self.certs.ca_cert.read_bytes()))
         log.info("cluster serving", extra={"url": self.url, "kubeconfig": str(self.options.kubeconfig),
-                                           "objects": sum(self.store.count(k) for k in self.store.keys())})
+                                           "objects": sum(self.store.count(k) for k in self.store.storage_keys())})
 
     async def stop(self) -> None:
         if self._controllers is not None:

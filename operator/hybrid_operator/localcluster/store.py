@@ -14,6 +14,7 @@ Objects returned by :meth:`Store.get` are private copies; those yielded by
 from __future__ import annotations
 
 import asyncio
+import builtins
 import collections
 import copy
 import json
@@ -110,7 +111,7 @@ class Store:
     def count(self, skey: str) -> int:
         return len(self._objects.get(skey, {}))
 
-    def keys(self) -> list[str]:
+    def storage_keys(self) -> builtins.list[str]:
         return [skey for skey, objects in self._objects.items() if objects]
 
     # -- writes ------------------------------------------------------------------
@@ -184,7 +185,7 @@ class Store:
         for queue in self._subscribers:
             queue.put_nowait(change)
 
-    def changes_since(self, rv: int) -> list[Change] | None:
+    def changes_since(self, rv: int) -> builtins.list[Change] | None:
         """Changes after ``rv``, or None when ``rv`` is older than the retained history."""
         if rv < self.compacted_rv:
             return None
