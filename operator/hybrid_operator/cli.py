@@ -28,6 +28,13 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="turn off the fake readiness/garbage-collection/namespace controllers")
     parser.add_argument("--bookmark-interval", type=float, default=30.0,
                         help="seconds between BOOKMARK events on idle watches (default 30)")
+    parser.add_argument("--watch-history", type=int, default=20000, help=argparse.SUPPRESS)
+
+
+def _check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("check", help="validate a watches file and the files it references (no cluster)")
+    parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
+                        help="the watches file (default ./watches.yaml)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     sub = parser.add_subparsers(dest="command", required=True)
     _cluster_parser(sub)
+    _check_parser(sub)
     return parser
 
 
@@ -50,6 +58,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         controllers=not args.no_controllers,
         bookmark_interval=args.bookmark_interval,
+        watch_history=args.watch_history,
     )
     try:
         asyncio.run(server.serve_forever(options))
@@ -60,12 +69,32 @@ def run_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_check(args: argparse.Namespace) -> int:
+    from hybrid_operator import errors, watches
+
+    try:
+        loaded = watches.load(args.watches_file)
+    except errors.ConfigurationError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+    for watch in loaded:
+        if isinstance(watch, watches.AnsibleWatch):
+            target = f"playbook {watch.playbook}" if watch.playbook else f"role {watch.role}"
+        else:
+            target = f"chart {watch.chart}"
+        print(f"{watch.gvk}: {watch.runner} {target}")
+    print(f"{args.watches_file}: {len(loaded)} valid entries")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logs.configure(args.log_level, args.log_format)
     if args.command == "cluster":
         return run_cluster(args)
+    if args.command == "check":
+        return run_check(args)
     parser.error(f"unknown command {args.command}")
     return 2
 
