@@ -57,7 +57,7 @@ class Cluster:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"
 
     @property
     def token(self) -> str:
@@ -77,8 +77,8 @@ class Cluster:
             self.kubeconfig.unlink()
         command = [sys.executable, "-m", "hybrid_operator.cli", "cluster", "--port", str(self.port),
                    "--data-dir", str(self.data_dir), "--kubeconfig", str(self.kubeconfig), *self.extra_args]
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
+        with self.log_path.open("ab") as log:  # the child keeps its own descriptor
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
         deadline = time.monotonic() + timeout
         while not self.kubeconfig.exists():
             if self.process.poll() is not None:
@@ -134,3 +134,105 @@ def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
     finally:
         if instance.process is not None:
             instance.stop()
+
+
+# -- raw HTTPS access (precise protocol checks) ------------------------------------------
+
+
+def cluster_ssl_context(cluster: Cluster) -> Any:
+    """An SSL context trusting the CA in the cluster's kubeconfig (as client-go does)."""
+    import base64
+    import ssl
+
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    ca_pem = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+    return ssl.create_default_context(cadata=ca_pem)
+
+
+class RawResponse:
+    """Status, headers and body of one raw HTTPS answer."""
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def raw_request(cluster: Cluster, method: str, path: str, body: Any = None, *,
+                content_type: str = "application/json", token: str | None = "",
+                headers: dict[str, str] | None = None, timeout: float = 30.0) -> RawResponse:
+    """One real HTTPS request to the cluster; ``token=""`` means the kubeconfig's, None means none.
+
+    ``body`` is sent as-is when bytes/str, else JSON-encoded.
+    """
+    import http.client
+
+    sent: dict[str, str] = {"Accept": "application/json", **(headers or {})}
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token or cluster.token}"
+    payload: bytes | None = None
+    if body is not None:
+        payload = body if isinstance(body, bytes) else body.encode() if isinstance(body, str) else \
+            json.dumps(body).encode()
+        sent["Content-Type"] = content_type
+    conn = http.client.HTTPSConnection("127.0.0.1", cluster.port, context=cluster_ssl_context(cluster),
+                                       timeout=timeout)
+    try:
+        conn.request(method, path, body=payload, headers=sent)
+        response = conn.getresponse()
+        return RawResponse(response.status, dict(response.getheaders()), response.read())
+    finally:
+        conn.close()
+
+
+class RawWatch:
+    """A watch stream read line by line, each line with its own deadline."""
+
+    def __init__(self, cluster: Cluster, path: str, timeout: float = 30.0) -> None:
+        import http.client
+
+        self.conn = http.client.HTTPSConnection("127.0.0.1", cluster.port, context=cluster_ssl_context(cluster),
+                                                timeout=timeout)
+        self.conn.request("GET", path, headers={"Accept": "application/json",
+                                                "Authorization": f"Bearer {cluster.token}"})
+        self.response = self.conn.getresponse()
+        self.lines: list[bytes] = []
+
+    def next_event(self, timeout: float = 10.0) -> dict[str, Any] | None:
+        """The next event, or None when the server closed the stream; fails after ``timeout``."""
+        assert self.conn.sock is not None
+        self.conn.sock.settimeout(timeout)
+        try:
+            line = self.response.readline()
+        except TimeoutError:
+            pytest.fail(f"no watch event within {timeout}s (got so far: {self.lines!r})")
+        if not line:
+            return None
+        self.lines.append(line)
+        assert line.endswith(b"\n"), f"watch event not newline-terminated: {line!r}"
+        event: dict[str, Any] = json.loads(line)
+        return event
+
+    def silent_for(self, seconds: float) -> bool:
+        """True when nothing arrives for ``seconds`` (the stream is unusable afterwards)."""
+        assert self.conn.sock is not None
+        self.conn.sock.settimeout(seconds)
+        try:
+            line = self.response.readline()
+        except TimeoutError:
+            return True
+        if line:
+            self.lines.append(line)
+        return not line
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> RawWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -112,8 +112,9 @@ class ObjectApi:
                 list_rv, start = int(decoded["rv"]), str(decoded["start"])
             except (ValueError, KeyError, TypeError) as exc:
                 raise errors.bad_request(f"continue key is not valid: {exc}") from exc
+        everything = (labels is None or labels.empty) and (fields is None or fields.empty)
         matched = [obj for obj in self.store.list(info.storage_key, namespace)
-                   if _selected(obj, labels, fields)]
+                   if everything or _selected(obj, labels, fields)]
         if start:
             matched = [obj for obj in matched if _sort_key(obj) > start]
         meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
@@ -159,7 +160,7 @@ class ObjectApi:
         self._check_name(info, name)
         if info.namespaced:
             self._check_namespace_open(info, namespace, name)
-        if self.store.get(info.storage_key, namespace, name) is not None:
+        if self.store.peek(info.storage_key, namespace, name) is not None:
             raise errors.already_exists(info.plural, info.group, name)
         for key in SERVER_MANAGED_META:
             meta.pop(key, None)
@@ -185,7 +186,7 @@ class ObjectApi:
     def _generated_name(self, info: ResourceInfo, namespace: str, prefix: str) -> str:
         for _ in range(20):
             candidate = prefix + "".join(random.choices(NAME_SUFFIX_ALPHABET, k=5))
-            if self.store.get(info.storage_key, namespace, candidate) is None:
+            if self.store.peek(info.storage_key, namespace, candidate) is None:
                 return candidate
         raise errors.ApiError(500, "AlreadyExists", f"could not generate a unique name from {prefix!r}")
 
@@ -196,14 +197,15 @@ class ObjectApi:
         elif not DNS_SUBDOMAIN.match(name) and info.plural not in ("rolebindings", "roles", "clusterroles",
                                                                       "clusterrolebindings"):
             problem = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-                       "'-' or '.', and must start and end with an alphanumeric character")
+                       "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+                       "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
         if problem:
             raise errors.invalid(info.kind, info.group, name, [{
                 "reason": "FieldValueInvalid", "field": "metadata.name",
                 "message": f'Invalid value: "{name}": {problem}'}])
 
     def _check_namespace_open(self, info: ResourceInfo, namespace: str, name: str) -> None:
-        ns = self.store.get(NAMESPACE_KEY, "", namespace)
+        ns = self.store.peek(NAMESPACE_KEY, "", namespace)
         if ns is None:
             raise errors.not_found("namespaces", "", namespace)
         if ns["metadata"].get("deletionTimestamp"):

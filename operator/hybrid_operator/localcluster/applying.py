@@ -468,7 +468,8 @@ def _drop_unapplied(
         _remove_path(obj, path, kind)
         for depth in range(len(path) - 1, 0, -1):
             parent = path[:depth]
-            if parent in kept or not parent[-1].startswith("f:") or value_at(obj, parent, kind) != {}:
+            emptied = value_at(obj, parent, kind) in ({}, [])  # a list or map left with nothing in it
+            if parent in kept or not parent[-1].startswith("f:") or not emptied:
                 break
             _remove_path(obj, parent, kind)
 

@@ -253,6 +253,8 @@ def _media_type(request: web.Request) -> str:
 async def _decode(request: web.Request, allowed: tuple[str, ...], kind: str) -> Any:
     raw = await request.read()
     media = _media_type(request)
+    if not media and JSON in allowed:
+        media = JSON  # kube-apiserver decodes a body without Content-Type as JSON (Python client 37 omits it)
     if media not in allowed:
         raise errors.unsupported_media_type(media, list(allowed))
     if media == PROTOBUF:

@@ -101,6 +101,10 @@ class Store:
         found = self._objects.get(skey, {}).get((namespace, name))
         return copy.deepcopy(found) if found is not None else None
 
+    def peek(self, skey: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The stored object itself, without a copy (shared, read-only): for existence checks."""
+        return self._objects.get(skey, {}).get((namespace, name))
+
     def list(self, skey: str, namespace: str | None = None) -> Iterator[dict[str, Any]]:
         """Objects of one storage key, sorted by namespace then name (shared, read-only)."""
         objects = self._objects.get(skey, {})

@@ -47,8 +47,10 @@ def translate(change: Change, namespace: str | None, labels: LabelSelector,
         return "MODIFIED", change.obj
     if now_in:
         return "ADDED", change.obj
-    if was_in:
-        return "DELETED", change.obj
+    if was_in and change.old is not None:
+        # like kube's cacher: the previous content (what the watcher knew), at the event's resourceVersion
+        meta = dict(change.old.get("metadata", {}), resourceVersion=str(change.rv))
+        return "DELETED", {**change.old, "metadata": meta}
     return None
 
 
