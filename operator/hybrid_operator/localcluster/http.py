@@ -19,7 +19,7 @@ import yaml
 from aiohttp import web
 
 from hybrid_operator.localcluster import discovery, errors, protobuf, tables, watching
-from hybrid_operator.localcluster.api import PATCH_APPLY, PATCH_TYPES, ObjectApi, WriteOptions
+from hybrid_operator.localcluster.api import PATCH_APPLY, PATCH_STRATEGIC, PATCH_TYPES, ObjectApi, WriteOptions
 from hybrid_operator.localcluster.resources import ResourceInfo
 from hybrid_operator.localcluster.selectors import parse_field_selector, parse_label_selector
 
@@ -324,7 +324,8 @@ async def dispatch(request: web.Request, target: Target) -> web.StreamResponse:
         if not target.name:
             raise errors.method_not_allowed()
         media = _media_type(request)
-        patch = await _decode(request, PATCH_TYPES, info.kind)
+        allowed = tuple(t for t in PATCH_TYPES if not (info.custom and t == PATCH_STRATEGIC))
+        patch = await _decode(request, allowed, info.kind)
         outcome = api.patch(info, namespace or "", target.name, media, patch, opts, target.subresource)
         return respond(outcome.obj, outcome.code, warnings=outcome.warnings)
     if method == "DELETE":
