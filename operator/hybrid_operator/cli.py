@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 from hybrid_operator import __version__, logs
@@ -37,6 +38,48 @@ def _check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                         help="the watches file (default ./watches.yaml)")
 
 
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "t", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "f", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _duration(text: str) -> timedelta:
+    from hybrid_operator.durations import DurationError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("run", help="run the operator for the kinds in watches.yaml")
+    parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
+                        help="the watches file (default ./watches.yaml)")
+    parser.add_argument("--kubeconfig", type=Path, default=None,
+                        help="kubeconfig to use (default: $KUBECONFIG, else the in-cluster service account)")
+    parser.add_argument("--max-concurrent-reconciles", type=int, default=None,
+                        help="reconciles at once per kind (default: number of CPUs); "
+                             "MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> overrides it per kind")
+    parser.add_argument("--max-workers", type=int, default=None,
+                        help="runs at once across all kinds (default: 2 x CPUs)")
+    parser.add_argument("--reconcile-period", type=_duration, default=timedelta(hours=10),
+                        help="default resync period, a Go duration (default 10h)")
+    parser.add_argument("--ansible-verbosity", type=int, default=2, choices=range(8), metavar="0-7",
+                        help="ansible-runner verbosity (default 2); ANSIBLE_VERBOSITY_<KIND>_<GROUP> per kind")
+    parser.add_argument("--ansible-args", default="", help="extra arguments for ansible-playbook")
+    parser.add_argument("--inject-owner-ref", type=_bool, default=True, metavar="BOOL",
+                        help="add owner references to what playbooks create (default true)")
+    parser.add_argument("--artifacts-dir", type=Path, default=Path("/tmp/hybrid-operator/runner"),
+                        help="per-CR ansible-runner directories (default /tmp/hybrid-operator/runner)")
+    parser.add_argument("--run-timeout", type=_duration, default=timedelta(hours=1),
+                        help="a run taking longer is stopped and reported as failed (default 1h)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybrid-operator", description=__doc__)
     parser.add_argument("--version", action="version", version=f"hybrid-operator {__version__}")
@@ -45,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _cluster_parser(sub)
     _check_parser(sub)
+    _run_parser(sub)
     return parser
 
 
@@ -87,6 +131,35 @@ def run_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_operator(args: argparse.Namespace) -> int:
+    import os
+
+    from hybrid_operator import errors, runtime, settings
+
+    environ = dict(os.environ)
+    kubeconfig = args.kubeconfig or (Path(environ["KUBECONFIG"]) if environ.get("KUBECONFIG") else None)
+    defaults = settings.Settings()
+    config = settings.Settings(
+        watches_file=args.watches_file,
+        kubeconfig=kubeconfig,
+        namespaces=settings.namespaces_from_env(environ),
+        max_concurrent_reconciles=args.max_concurrent_reconciles or defaults.max_concurrent_reconciles,
+        max_workers=args.max_workers or defaults.max_workers,
+        reconcile_period=args.reconcile_period,
+        ansible_verbosity=args.ansible_verbosity,
+        ansible_args=args.ansible_args,
+        inject_owner_ref=args.inject_owner_ref,
+        artifacts_dir=args.artifacts_dir,
+        run_timeout=args.run_timeout,
+        environ=environ,
+    )
+    try:
+        return runtime.run(config)
+    except errors.ConfigurationError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -95,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_cluster(args)
     if args.command == "check":
         return run_check(args)
+    if args.command == "run":
+        return run_operator(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -64,3 +64,7 @@ def configure(level: str = "info", fmt: str = "text") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # kopf logs every handler call at INFO with its whole settings object; keep only its problems
+    # unless debugging.
+    if level.lower() != "debug":
+        logging.getLogger("kopf").setLevel(logging.WARNING)

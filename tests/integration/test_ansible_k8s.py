@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Cluster, find_binary
+from support.cluster import Cluster, find_binary
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Cluster, raw_request
+from support.cluster import Cluster, raw_request
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Cluster
+from support.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 

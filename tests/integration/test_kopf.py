@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client, config, watch
 
-from conftest import Cluster
+from support.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import Cluster, find_binary
+from support.cluster import Cluster, find_binary
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from conftest import Cluster
+from support.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 

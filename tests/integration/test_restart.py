@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import Cluster, RawWatch, raw_request
+from support.cluster import Cluster, RawWatch, raw_request
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from conftest import Cluster, RawWatch, raw_request
+from support.cluster import Cluster, RawWatch, raw_request
 
 pytestmark = pytest.mark.integration
 

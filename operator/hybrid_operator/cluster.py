@@ -1,0 +1,257 @@
+"""The operator's access to the Kubernetes API: the ONLY module importing ``kubernetes``.
+
+Everything the reconciler needs from the cluster goes through
+:class:`ClusterClient`: reading the current object, one merge patch of
+``/status``, adding and removing finalizers with a resourceVersion
+precondition, posting Events, finding a kind's plural and scope by discovery,
+and writing the kubeconfig Ansible runs use.  Calls are synchronous (the
+kubernetes client is); callers run them off the event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from hybrid_operator import errors
+
+log = logging.getLogger("hybrid_operator.cluster")
+
+SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class ResourceRef:
+    """Where a kind lives in the API."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    has_status: bool
+
+    def path(self, namespace: str, name: str = "", sub: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base = f"{base}/namespaces/{namespace}"
+        path = f"{base}/{self.plural}"
+        if name:
+            path = f"{path}/{name}"
+        if sub:
+            path = f"{path}/{sub}"
+        return path
+
+
+@dataclass(frozen=True)
+class Connection:
+    """What a client needs to reach the API server (for kopf's login and run kubeconfigs)."""
+
+    server: str
+    ca_data: bytes | None
+    token: str | None
+    insecure: bool
+    cert_file: str | None = None
+    key_file: str | None = None
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ClusterClient:
+    """Thin, typed access to the API server through the kubernetes client."""
+
+    def __init__(self, kubeconfig: Path | None) -> None:
+        self.kubeconfig = kubeconfig
+        configuration = kubernetes.client.Configuration()
+        try:
+            if kubeconfig is not None:
+                kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=str(kubeconfig), client_configuration=configuration)
+            else:
+                kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration)
+        except (kubernetes.config.ConfigException, OSError) as exc:
+            where = str(kubeconfig) if kubeconfig else "the in-cluster service account"
+            raise errors.ConfigurationError(
+                f"cannot load Kubernetes credentials from {where}: {exc}; pass --kubeconfig or set KUBECONFIG"
+            ) from exc
+        self.configuration = configuration
+        self._api = kubernetes.client.ApiClient(configuration)
+        self._refs: dict[tuple[str, str, str], ResourceRef] = {}
+        self._lock = threading.Lock()
+
+    # -- raw calls ---------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = JSON,
+                query: list[tuple[str, str]] | None = None) -> Any:
+        """One API call; returns the decoded JSON answer. Raises ApiException."""
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        method, url, headers, payload, post = self._api.param_serialize(
+            method=method, resource_path=path, query_params=query or [], header_params=headers, body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._api.call_api(method, url, header_params=headers, body=payload, post_params=post,
+                                      _request_timeout=60)
+        response.read()  # type: ignore[no-untyped-call]
+        if not 200 <= int(response.status) < 300:
+            raise ApiException(http_resp=response)
+        data = response.data
+        return json.loads(data) if data else None
+
+    # -- discovery ---------------------------------------------------------------
+
+    def resolve(self, group: str, version: str, kind: str) -> ResourceRef:
+        key = (group, version, kind)
+        with self._lock:
+            if key in self._refs:
+                return self._refs[key]
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            listing = self.request("GET", path)
+        except ApiException as exc:
+            raise errors.TemporaryError(f"{kind}.{group}/{version} is not served by the API server "
+                                        f"(GET {path}: {exc.status}); is its CRD installed?", delay=5) from exc
+        resources = listing.get("resources") or []
+        names = {str(r.get("name")) for r in resources}
+        for resource in resources:
+            if resource.get("kind") == kind and "/" not in str(resource.get("name")):
+                plural = str(resource["name"])
+                ref = ResourceRef(group, version, kind, plural, bool(resource.get("namespaced")),
+                                  f"{plural}/status" in names)
+                with self._lock:
+                    self._refs[key] = ref
+                return ref
+        raise errors.TemporaryError(f"kind {kind} is not served in {group or 'core'}/{version}; "
+                                    "is its CRD installed?", delay=5)
+
+    # -- objects -----------------------------------------------------------------
+
+    def get(self, ref: ResourceRef, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = self.request("GET", ref.path(namespace, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise _temporary("get", ref, name, exc) from exc
+        return found
+
+    def patch_status(self, ref: ResourceRef, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
+        """Merge-patch ``{"status": ...}``; through ``/status`` when the kind has that subresource."""
+        sub = "status" if ref.has_status else ""
+        try:
+            result: dict[str, Any] = self.request("PATCH", ref.path(namespace, name, sub), patch,
+                                                  "application/merge-patch+json")
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise _temporary("patch status of", ref, name, exc) from exc
+        return result
+
+    def set_finalizer(self, ref: ResourceRef, obj: dict[str, Any], finalizer: str, present: bool) -> dict[str, Any] | None:
+        """Add or remove one finalizer, guarded by the object's resourceVersion; retried on conflicts."""
+        meta = obj["metadata"]
+        namespace, name = str(meta.get("namespace", "")), str(meta["name"])
+        for _ in range(5):
+            current = list(meta.get("finalizers") or [])
+            if (finalizer in current) == present:
+                return obj
+            wanted = [*current, finalizer] if present else [f for f in current if f != finalizer]
+            patch = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
+                {"op": "add", "path": "/metadata/finalizers", "value": wanted},
+            ]
+            try:
+                result: dict[str, Any] = self.request("PATCH", ref.path(namespace, name), patch,
+                                                      "application/json-patch+json")
+                return result
+            except ApiException as exc:
+                if exc.status == 404:
+                    return None
+                if exc.status not in (409, 422):
+                    raise _temporary("update finalizers of", ref, name, exc) from exc
+            fresh = self.get(ref, namespace, name)
+            if fresh is None:
+                return None
+            obj, meta = fresh, fresh["metadata"]
+        raise errors.TemporaryError(f"could not update the finalizers of {ref.kind} {namespace}/{name}: "
+                                    "it kept changing", delay=1)
+
+    def post_event(self, obj: dict[str, Any], event_type: str, reason: str, message: str,
+                   component: str = "hybrid-operator") -> None:
+        """A core v1 Event about ``obj``; failures are logged, never raised."""
+        meta = obj.get("metadata", {})
+        namespace = str(meta.get("namespace") or "default")
+        now = _now()
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                               "name": meta.get("name"), "namespace": meta.get("namespace"),
+                               "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
+            "reason": reason, "message": message[:1024], "type": event_type,
+            "source": {"component": component}, "reportingComponent": component,
+            "reportingInstance": os.uname().nodename,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            self.request("POST", f"/api/v1/namespaces/{namespace}/events", event)
+        except ApiException as exc:
+            log.warning("event not posted", extra={"reason": reason, "status": exc.status})
+
+    # -- connection --------------------------------------------------------------
+
+    def connection(self) -> Connection:
+        config = self.configuration
+        token = None
+        auth = (config.api_key or {}).get("authorization") or (config.api_key or {}).get("BearerToken")
+        if auth:
+            token = str(auth).removeprefix("Bearer ").strip()
+        ca_data = Path(config.ssl_ca_cert).read_bytes() if config.ssl_ca_cert else None
+        return Connection(server=str(config.host), ca_data=ca_data, token=token,
+                          insecure=not config.verify_ssl, cert_file=config.cert_file, key_file=config.key_file)
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig with the operator's own credentials, for Ansible runs."""
+        conn = self.connection()
+        cluster: dict[str, Any] = {"server": conn.server}
+        if conn.ca_data:
+            cluster["certificate-authority-data"] = base64.b64encode(conn.ca_data).decode()
+        if conn.insecure:
+            cluster["insecure-skip-tls-verify"] = True
+        user: dict[str, Any] = {}
+        if conn.token:
+            user["token"] = conn.token
+        if conn.cert_file and conn.key_file:
+            user["client-certificate"] = conn.cert_file
+            user["client-key"] = conn.key_file
+        document = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "operator",
+            "clusters": [{"name": "operator", "cluster": cluster}],
+            "users": [{"name": "operator", "user": user}],
+            "contexts": [{"name": "operator", "context": {"cluster": "operator", "user": "operator"}}],
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_suffix(".tmp")
+        temp.write_text(yaml.safe_dump(document))
+        temp.chmod(0o600)
+        temp.replace(path)
+        return path
+
+
+def _temporary(action: str, ref: ResourceRef, name: str, exc: ApiException) -> errors.TemporaryError:
+    return errors.TemporaryError(f"could not {action} {ref.kind} {name}: API answered {exc.status} {exc.reason}")

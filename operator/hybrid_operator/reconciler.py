@@ -1,0 +1,239 @@
+"""The reconcile algorithm for one object, independent of kopf and of the runner's insides.
+
+A reconcile gets only a namespace and a name (controller-runtime's contract),
+reads the object as it is now, and then: skips objects outside the watch's
+selector; on deletion runs the finalizer and removes it only after success;
+otherwise adds the finalizer, marks the status Running, runs the automation,
+and writes the outcome (conditions, ``ansibleResult``, ``observedGeneration``,
+the playbook's ``set_stats`` status) with one merge patch, plus an Event.  It
+says when to look again: the reconcile period (annotation > watch > flag), a
+``requeue_after`` from the playbook, or a retry after a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from hybrid_operator import errors, status
+from hybrid_operator.cluster import ClusterClient, ResourceRef
+from hybrid_operator.durations import DurationError, parse_duration
+from hybrid_operator.runners import artifacts
+from hybrid_operator.runners.base import RunRequest, RunResult, Runner
+from hybrid_operator.settings import Settings
+from hybrid_operator.watches import AnsibleWatch
+
+log = logging.getLogger("hybrid_operator.reconciler")
+
+ANNOTATION_PREFIX = "ansible.sdk.operatorframework.io/"
+RECONCILE_PERIOD = ANNOTATION_PREFIX + "reconcile-period"
+VERBOSITY = ANNOTATION_PREFIX + "verbosity"
+MAX_RUNNER_ARTIFACTS = ANNOTATION_PREFIX + "max-runner-artifacts"
+
+REASON_SUCCEEDED = "ReconcileSucceeded"
+REASON_FAILED = "ReconcileFailed"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """When to look at the object again."""
+
+    requeue_after: float | None = None
+    failed: bool = False
+    retry_after: float | None = None
+
+
+class Reconciler(Protocol):
+    """Reconciles one object of one watch, by key."""
+
+    async def reconcile(self, namespace: str, name: str) -> Outcome: ...
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Per-object settings read from annotations (with the watch and flags as fallbacks)."""
+
+    period: timedelta
+    verbosity: int
+    max_artifacts: int
+
+
+def run_options(obj: dict[str, Any], watch: AnsibleWatch, settings: Settings) -> RunOptions:
+    """Read the SDK's annotations; a malformed one raises PermanentError naming it."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    period = watch.reconcile_period or settings.reconcile_period
+    if RECONCILE_PERIOD in annotations:
+        try:
+            period = parse_duration(str(annotations[RECONCILE_PERIOD]))
+        except DurationError as exc:
+            raise errors.PermanentError(f"annotation {RECONCILE_PERIOD}: {exc}") from exc
+    verbosity = settings.verbosity_for(watch.gvk)
+    if VERBOSITY in annotations:
+        text = str(annotations[VERBOSITY]).strip()
+        if not text.isdigit():
+            raise errors.PermanentError(f"annotation {VERBOSITY}: {text!r} is not a whole number (0-7)")
+        verbosity = min(7, int(text))
+    max_artifacts = watch.max_runner_artifacts
+    if MAX_RUNNER_ARTIFACTS in annotations:
+        text = str(annotations[MAX_RUNNER_ARTIFACTS]).strip()
+        if not text.isdigit():
+            raise errors.PermanentError(f"annotation {MAX_RUNNER_ARTIFACTS}: {text!r} is not a whole number")
+        max_artifacts = int(text)
+    return RunOptions(period, verbosity, max_artifacts)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AnsibleReconciler:
+    """Reconciles objects of one Ansible watch."""
+
+    def __init__(self, watch: AnsibleWatch, cluster: ClusterClient, runner: Runner, settings: Settings,
+                 slots: asyncio.Semaphore, kubeconfig: Path, env: dict[str, str]) -> None:
+        self.watch = watch
+        self.cluster = cluster
+        self.runner = runner
+        self.settings = settings
+        self.slots = slots
+        self.kubeconfig = kubeconfig
+        self.env = env
+
+    async def reconcile(self, namespace: str, name: str) -> Outcome:
+        gvk = self.watch.gvk
+        try:
+            ref = await asyncio.to_thread(self.cluster.resolve, gvk.group, gvk.version, gvk.kind)
+            obj = await asyncio.to_thread(self.cluster.get, ref, namespace, name)
+        except errors.TemporaryError as exc:
+            log.warning("reconcile deferred", extra={"kind": gvk.kind, "namespace": namespace, "cr": name,
+                                                     "error": str(exc)})
+            return Outcome(failed=True, retry_after=exc.delay)
+        if obj is None:
+            stub = {"apiVersion": gvk.api_version, "kind": gvk.kind, "metadata": {"namespace": namespace, "name": name}}
+            artifacts.remove_artifacts(self.settings.artifacts_dir, stub)
+            return Outcome()
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if not self.watch.selector.matches(labels):
+            return Outcome()
+        try:
+            options = run_options(obj, self.watch, self.settings)
+        except errors.PermanentError as exc:
+            await self._write_status(ref, obj, lambda old: status.errored(old, str(exc), _now()), force=True)
+            await asyncio.to_thread(self.cluster.post_event, obj, "Warning", REASON_FAILED, str(exc))
+            return Outcome(failed=True)
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return await self._finalize(ref, obj, options)
+        return await self._reconcile_live(ref, obj, options)
+
+    async def _reconcile_live(self, ref: ResourceRef, obj: dict[str, Any], options: RunOptions) -> Outcome:
+        finalizer = self.watch.finalizer
+        if finalizer is not None:
+            updated = await asyncio.to_thread(self.cluster.set_finalizer, ref, obj, finalizer.name, True)
+            if updated is None:
+                return Outcome()
+            obj = updated
+        if self.watch.manage_status:
+            obj = await self._write_status(ref, obj, lambda old: status.running(old, _now())) or obj
+        result = await self._run(obj, options, finalizer=False)
+        return await self._record(ref, obj, result, options)
+
+    async def _finalize(self, ref: ResourceRef, obj: dict[str, Any], options: RunOptions) -> Outcome:
+        finalizer = self.watch.finalizer
+        finalizers = (obj.get("metadata") or {}).get("finalizers") or []
+        if finalizer is None or finalizer.name not in finalizers:
+            return Outcome()
+        result = await self._run(obj, options, finalizer=True)
+        if not result.succeeded:
+            return await self._record(ref, obj, result, options, finalizer=True)
+        fresh = await asyncio.to_thread(self.cluster.get, ref, _ns(obj), _name(obj)) or obj
+        await asyncio.to_thread(self.cluster.set_finalizer, ref, fresh, finalizer.name, False)
+        self._log_run(obj, result, "finalized", finalizer=True)
+        artifacts.remove_artifacts(self.settings.artifacts_dir, obj)
+        return Outcome()
+
+    async def _run(self, obj: dict[str, Any], options: RunOptions, *, finalizer: bool) -> RunResult:
+        request = RunRequest(
+            cr=obj,
+            watch=self.watch,
+            finalizer=finalizer,
+            kubeconfig=self.kubeconfig,
+            verbosity=options.verbosity,
+            ansible_args=tuple(shlex.split(self.settings.ansible_args)),
+            artifacts_root=self.settings.artifacts_dir,
+            max_artifacts=options.max_artifacts,
+            env=self.env,
+        )
+        async with self.slots:
+            return await self.runner.run(request)
+
+    async def _record(self, ref: ResourceRef, obj: dict[str, Any], result: RunResult,
+                      options: RunOptions, *, finalizer: bool = False) -> Outcome:
+        generation = (obj.get("metadata") or {}).get("generation")
+        stats_status = result.stats_data.get("status") if isinstance(result.stats_data, dict) else None
+        counts = status.AnsibleResult(ok=result.ok, changed=result.changed, skipped=result.skipped,
+                                      failures=result.failures,
+                                      completion=status.format_completion(result.completion or ""))
+        messages = [message for _, message in result.failed_tasks]
+
+        def compute(old: dict[str, Any] | None) -> dict[str, Any]:
+            now = _now()
+            new = status.merge_playbook_status(old, stats_status, now) if isinstance(stats_status, dict) \
+                else dict(old or {})
+            if not self.watch.manage_status and result.error is None:
+                return new
+            if result.error is not None:
+                return status.errored(new, result.error, now)
+            if not result.succeeded:
+                return status.failed(new, counts, messages, now, generation)
+            return status.succeeded(new, counts, now, generation)
+
+        await self._write_status(ref, obj, compute, force=True)
+        if result.succeeded:
+            await asyncio.to_thread(self.cluster.post_event, obj, "Normal", REASON_SUCCEEDED,
+                                    f"{'finalizer ' if finalizer else ''}run succeeded: ok={result.ok} "
+                                    f"changed={result.changed}")
+            self._log_run(obj, result, "succeeded", finalizer=finalizer)
+            period = result.requeue_after or options.period
+            seconds = period.total_seconds()
+            return Outcome(requeue_after=seconds if seconds > 0 else None)
+        reason = "; ".join(f"task {task!r} failed: {msg}" for task, msg in result.failed_tasks) \
+            or result.error or "the run failed"
+        await asyncio.to_thread(self.cluster.post_event, obj, "Warning", REASON_FAILED, reason)
+        self._log_run(obj, result, "failed", finalizer=finalizer)
+        return Outcome(failed=True)
+
+    async def _write_status(self, ref: ResourceRef, obj: dict[str, Any], compute: Any,
+                            force: bool = False) -> dict[str, Any] | None:
+        """Compute the new status from the freshest object and write it with one merge patch."""
+        current = obj
+        if force:
+            fresh = await asyncio.to_thread(self.cluster.get, ref, _ns(obj), _name(obj))
+            if fresh is None:
+                return None
+            current = fresh
+        old = current.get("status")
+        new = compute(old if isinstance(old, dict) else None)
+        patch = status.status_patch(old if isinstance(old, dict) else None, new)
+        if patch is None:
+            return current
+        return await asyncio.to_thread(self.cluster.patch_status, ref, _ns(current), _name(current), patch)
+
+    def _log_run(self, obj: dict[str, Any], result: RunResult, outcome: str, *, finalizer: bool) -> None:
+        log.info("run finished", extra={
+            "kind": self.watch.gvk.kind, "namespace": _ns(obj), "cr": _name(obj), "outcome": outcome,
+            "finalizer": finalizer, "duration": round(result.duration, 3), "ok": result.ok,
+            "changed": result.changed, "failed": result.failures, "error": result.error or "",
+        })
+
+
+def _ns(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")

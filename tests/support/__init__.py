@@ -1,0 +1,1 @@
+"""Test helpers (importable as ``support``: tests/ is on the pytest pythonpath)."""

@@ -1,0 +1,88 @@
+"""The operator as a process (`hybrid-operator run`) next to an embedded cluster, for e2e tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.cluster import Cluster
+
+
+class OperatorProcess:
+    """A running `hybrid-operator run` process and its log."""
+
+    def __init__(self, cluster: Cluster, watches: Path, workdir: Path, *args: str) -> None:
+        self.cluster = cluster
+        self.watches = watches
+        self.artifacts = workdir / "runner"
+        self.log_path = workdir / "operator.log"
+        command = [sys.executable, "-m", "hybrid_operator.cli", "--log-format", "json", "run",
+                   "--watches-file", str(watches), "--kubeconfig", str(cluster.kubeconfig),
+                   "--artifacts-dir", str(self.artifacts), "--ansible-verbosity", "0", *args]
+        env = cluster.env()
+        env["ANSIBLE_LOCAL_TEMP"] = str(workdir / "ansible-tmp")
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                            cwd=watches.parent)
+
+    def log_records(self) -> list[dict[str, Any]]:
+        records = []
+        for line in self.log_path.read_text().splitlines():
+            if line.startswith("{"):
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return records
+
+    def runs(self, name: str, kind: str | None = None) -> list[dict[str, Any]]:
+        return [r for r in self.log_records() if r.get("msg") == "run finished" and r.get("cr") == name
+                and (kind is None or r.get("kind") == kind)]
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                return self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                return self.process.wait(timeout=10)
+        return int(self.process.returncode)
+
+
+def wait_for(probe: Callable[[], Any], what: str, timeout: float = 90.0, interval: float = 0.5) -> Any:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what`` otherwise."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except (subprocess.CalledProcessError, json.JSONDecodeError, KeyError) as exc:
+            last = exc
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for entry in (obj.get("status") or {}).get("conditions") or []:
+        if entry.get("type") == kind:
+            return dict(entry)
+    return None
+
+
+def get_or_none(cluster: Cluster, *args: str) -> dict[str, Any] | None:
+    result = cluster.kubectl("get", *args, "-o", "json", check=False)
+    if result.returncode != 0:
+        return None
+    return dict(json.loads(result.stdout))
+
+
