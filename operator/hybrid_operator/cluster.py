@@ -162,7 +162,8 @@ class ClusterClient:
             raise _temporary("patch status of", ref, name, exc) from exc
         return result
 
-    def set_finalizer(self, ref: ResourceRef, obj: dict[str, Any], finalizer: str, present: bool) -> dict[str, Any] | None:
+    def set_finalizer(self, ref: ResourceRef, obj: dict[str, Any], finalizer: str,
+                      present: bool) -> dict[str, Any] | None:
         """Add or remove one finalizer, guarded by the object's resourceVersion; retried on conflicts."""
         meta = obj["metadata"]
         namespace, name = str(meta.get("namespace", "")), str(meta["name"])

@@ -24,7 +24,7 @@ from hybrid_operator import errors, status
 from hybrid_operator.cluster import ClusterClient, ResourceRef
 from hybrid_operator.durations import DurationError, parse_duration
 from hybrid_operator.runners import artifacts
-from hybrid_operator.runners.base import RunRequest, RunResult, Runner
+from hybrid_operator.runners.base import Runner, RunRequest, RunResult
 from hybrid_operator.settings import Settings
 from hybrid_operator.watches import AnsibleWatch
 
@@ -123,8 +123,9 @@ class AnsibleReconciler:
         try:
             options = run_options(obj, self.watch, self.settings)
         except errors.PermanentError as exc:
-            await self._write_status(ref, obj, lambda old: status.errored(old, str(exc), _now()), force=True)
-            await asyncio.to_thread(self.cluster.post_event, obj, "Warning", REASON_FAILED, str(exc))
+            problem = str(exc)
+            await self._write_status(ref, obj, lambda old: status.errored(old, problem, _now()), force=True)
+            await asyncio.to_thread(self.cluster.post_event, obj, "Warning", REASON_FAILED, problem)
             return Outcome(failed=True)
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return await self._finalize(ref, obj, options)
@@ -178,7 +179,7 @@ class AnsibleReconciler:
         counts = status.AnsibleResult(ok=result.ok, changed=result.changed, skipped=result.skipped,
                                       failures=result.failures,
                                       completion=status.format_completion(result.completion or ""))
-        messages = [message for _, message in result.failed_tasks]
+        messages = [f"{task}: {message}" if task else message for task, message in result.failed_tasks]
 
         def compute(old: dict[str, Any] | None) -> dict[str, Any]:
             now = _now()

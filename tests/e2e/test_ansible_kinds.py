@@ -94,9 +94,12 @@ def test_website_role_and_realibox_playbook_lifecycle(cluster: Cluster, start_op
     wait_for(lambda: cluster.get_json("deployment", "hello-web")["spec"]["replicas"] == 3, "replicas to become 3")
     wait_for(lambda: cluster.get_json("configmap", "hello-content")["data"]["index.html"] == "Changed",
              "the page to change")
-    changed = wait_for(lambda: (lambda o: o if o["status"].get("observedGeneration") == 2 and
-                                (condition(o, "Successful") or {}).get("status") == "True" else None)(
-        cluster.get_json("website", "hello")), "generation 2 to be reconciled")
+    def generation_two() -> dict[str, Any] | None:
+        current = cluster.get_json("website", "hello")
+        done = (condition(current, "Successful") or {}).get("status") == "True"
+        return current if done and current["status"].get("observedGeneration") == 2 else None
+
+    changed = wait_for(generation_two, "generation 2 to be reconciled")
     assert changed["status"]["replicas"] == 3
     assert cluster.get_json("deployment", "hello-web")["spec"]["template"]["spec"]["containers"][0]["image"] == \
         "nginx:1.28"
@@ -140,7 +143,7 @@ def test_failing_task_sets_failure_posts_event_and_backs_off(cluster: Cluster,
     failure = condition(obj, "Failure")
     assert failure is not None
     assert failure["reason"] == "Failed"
-    assert failure["message"] == "the credentials for f1 were refused"
+    assert failure["message"] == "Check the credentials: the credentials for f1 were refused"
     assert failure["ansibleResult"]["failures"] == 1
     successful_condition = condition(obj, "Successful")
     assert successful_condition is not None and successful_condition["status"] == "False"
