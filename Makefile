@@ -19,10 +19,11 @@ $(STAMP): pyproject.toml requirements.lock scripts/install_tools.py
 	$(BIN)/python scripts/install_tools.py --bin-dir $(BIN)
 	touch $(STAMP)
 
-run: setup  ## the embedded cluster (the operator joins it once `hybrid-operator up` exists)
-	$(BIN)/hybrid-operator cluster
+run: setup  ## local cluster + CRDs + operator + sample resources, with a live summary (Ctrl-C stops)
+	$(BIN)/hybrid-operator up
 
-cluster: run
+cluster: setup  ## the embedded cluster alone, in the foreground
+	$(BIN)/hybrid-operator cluster
 
 lint: setup
 	$(BIN)/ruff check operator tests scripts benchmarks
@@ -44,3 +45,23 @@ bench-cluster: setup
 
 clean:
 	rm -rf $(VENV) .hybrid .pytest_cache .mypy_cache .ruff_cache
+
+# -- in a real cluster (the one $KUBECONFIG points at) ------------------------------------------
+.PHONY: deploy undeploy docker-build
+KUBECTL ?= kubectl
+DOCKER ?= docker
+IMG ?= hybrid-operator:latest
+
+deploy:  ## CRDs, RBAC (namespace, service account, cluster role) and the operator Deployment
+	$(KUBECTL) apply -f config/crd -f config/rbac -f config/manager
+
+# CRDs first, while the operator still runs: their custom resources' finalizers need it.
+undeploy:
+	$(KUBECTL) delete --ignore-not-found -f config/crd
+	$(KUBECTL) delete --ignore-not-found -f config/manager -f config/rbac
+
+docker-build:  ## the operator image ($(IMG)) from the Dockerfile
+	@command -v $(DOCKER) >/dev/null || { echo "docker-build: '$(DOCKER)' is not installed" >&2; exit 1; }
+	@$(DOCKER) info >/dev/null 2>&1 || { echo "docker-build: '$(DOCKER)' cannot reach a Docker engine" \
+		"($(DOCKER) info failed): start one or point DOCKER_HOST at one" >&2; exit 1; }
+	$(DOCKER) build -t $(IMG) .

@@ -13,8 +13,12 @@ import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hybrid_operator import __version__, logs
+
+if TYPE_CHECKING:
+    from hybrid_operator.settings import Settings
 
 
 def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,10 +62,28 @@ def _duration(text: str) -> timedelta:
 
 def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("run", help="run the operator for the kinds in watches.yaml")
-    parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
-                        help="the watches file (default ./watches.yaml)")
+    _operator_options(parser, artifacts=Path("/tmp/hybrid-operator/runner"))
     parser.add_argument("--kubeconfig", type=Path, default=None,
                         help="kubeconfig to use (default: $KUBECONFIG, else the in-cluster service account)")
+
+
+def _up_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("up", help="local cluster + CRDs + operator + samples, with a live summary (make run)")
+    parser.add_argument("--port", type=int, default=6443, help="local cluster port on 127.0.0.1 (default 6443)")
+    parser.add_argument("--data-dir", type=Path, default=Path(".hybrid/cluster"),
+                        help="local cluster data (default .hybrid/cluster; reused by the next up)")
+    parser.add_argument("--kubeconfig", type=Path, default=Path(".hybrid/kubeconfig"),
+                        help="kubeconfig written for the local cluster (default .hybrid/kubeconfig)")
+    parser.add_argument("--crd-dir", type=Path, default=Path("config/crd"), help="CRDs to install (config/crd)")
+    parser.add_argument("--samples-dir", type=Path, default=Path("config/samples"),
+                        help="resources to create if absent (config/samples)")
+    parser.add_argument("--no-summary", action="store_true", help="log changes instead of the live summary")
+    _operator_options(parser, artifacts=Path(".hybrid/runner"))
+
+
+def _operator_options(parser: argparse.ArgumentParser, artifacts: Path) -> None:
+    parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
+                        help="the watches file (default ./watches.yaml)")
     parser.add_argument("--max-concurrent-reconciles", type=int, default=None,
                         help="reconciles at once per kind (default: number of CPUs); "
                              "MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> overrides it per kind")
@@ -74,10 +96,19 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     parser.add_argument("--ansible-args", default="", help="extra arguments for ansible-playbook")
     parser.add_argument("--inject-owner-ref", type=_bool, default=True, metavar="BOOL",
                         help="add owner references to what playbooks create (default true)")
-    parser.add_argument("--artifacts-dir", type=Path, default=Path("/tmp/hybrid-operator/runner"),
-                        help="per-CR ansible-runner directories (default /tmp/hybrid-operator/runner)")
+    parser.add_argument("--artifacts-dir", type=Path, default=artifacts,
+                        help=f"per-CR ansible-runner directories (default {artifacts})")
     parser.add_argument("--run-timeout", type=_duration, default=timedelta(hours=1),
                         help="a run taking longer is stopped and reported as failed (default 1h)")
+    parser.add_argument("--suppress-override-values", type=_bool, nargs="?", const=True, default=False,
+                        metavar="BOOL", help="Helm: mask overrideValues in OverrideValuesInUse events")
+    parser.add_argument("--history-max", type=int, default=10,
+                        help="Helm: revisions kept per release (default 10, 0 = no limit)")
+    parser.add_argument("--helm-manifest-digest", type=_bool, nargs="?", const=True, default=False,
+                        metavar="BOOL", help="Helm: store a sha256 of the manifest in status.deployedRelease "
+                                             "instead of the manifest")
+    parser.add_argument("--helm-timeout", type=_duration, default=timedelta(minutes=5),
+                        help="Helm: --timeout of each helm install/upgrade/rollback/uninstall (default 5m)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_parser(sub)
     _check_parser(sub)
     _run_parser(sub)
+    _up_parser(sub)
     return parser
 
 
@@ -131,15 +163,14 @@ def run_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_operator(args: argparse.Namespace) -> int:
+def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
     import os
 
-    from hybrid_operator import errors, runtime, settings
+    from hybrid_operator import settings
 
     environ = dict(os.environ)
-    kubeconfig = args.kubeconfig or (Path(environ["KUBECONFIG"]) if environ.get("KUBECONFIG") else None)
     defaults = settings.Settings()
-    config = settings.Settings(
+    return settings.Settings(
         watches_file=args.watches_file,
         kubeconfig=kubeconfig,
         namespaces=settings.namespaces_from_env(environ),
@@ -151,13 +182,40 @@ def run_operator(args: argparse.Namespace) -> int:
         inject_owner_ref=args.inject_owner_ref,
         artifacts_dir=args.artifacts_dir,
         run_timeout=args.run_timeout,
+        suppress_override_values=args.suppress_override_values,
+        helm_history_max=max(0, args.history_max),
+        helm_manifest_digest=args.helm_manifest_digest,
+        helm_timeout=args.helm_timeout,
         environ=environ,
     )
+
+
+def run_operator(args: argparse.Namespace) -> int:
+    import os
+
+    from hybrid_operator import errors, runtime
+
+    kubeconfig = args.kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
     try:
-        return runtime.run(config)
+        return runtime.run(_settings(args, kubeconfig))
     except errors.ConfigurationError as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from hybrid_operator import errors, up
+
+    options = up.UpOptions(port=args.port, data_dir=args.data_dir, kubeconfig=args.kubeconfig,
+                           crd_dir=args.crd_dir, samples_dir=args.samples_dir, log_format=args.log_format,
+                           summary=not args.no_summary)
+    try:
+        return up.run(options, _settings(args, args.kubeconfig))
+    except errors.ConfigurationError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -170,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_check(args)
     if args.command == "run":
         return run_operator(args)
+    if args.command == "up":
+        return run_up(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

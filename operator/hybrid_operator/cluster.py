@@ -100,6 +100,11 @@ class ClusterClient:
     def request(self, method: str, path: str, body: Any = None, content_type: str = JSON,
                 query: list[tuple[str, str]] | None = None) -> Any:
         """One API call; returns the decoded JSON answer. Raises ApiException."""
+        return self._call(method, path, body, content_type, query)[1]
+
+    def _call(self, method: str, path: str, body: Any = None, content_type: str = JSON,
+              query: list[tuple[str, str]] | None = None) -> tuple[int, Any]:
+        """One API call; returns the HTTP status and the decoded JSON answer. Raises ApiException."""
         headers = {"Accept": JSON, "Content-Type": content_type}
         method, url, headers, payload, post = self._api.param_serialize(
             method=method, resource_path=path, query_params=query or [], header_params=headers, body=body,
@@ -111,7 +116,7 @@ class ClusterClient:
         if not 200 <= int(response.status) < 300:
             raise ApiException(http_resp=response)
         data = response.data
-        return json.loads(data) if data else None
+        return int(response.status), json.loads(data) if data else None
 
     # -- discovery ---------------------------------------------------------------
 
@@ -192,6 +197,68 @@ class ClusterClient:
         raise errors.TemporaryError(f"could not update the finalizers of {ref.kind} {namespace}/{name}: "
                                     "it kept changing", delay=1)
 
+    def list(self, ref: ResourceRef, namespace: str = "") -> list[dict[str, Any]]:
+        """Every object of a kind (in one namespace, or everywhere)."""
+        try:
+            listing = self.request("GET", ref.path(namespace))
+        except ApiException as exc:
+            raise _temporary("list", ref, "", exc) from exc
+        return list(listing.get("items") or [])
+
+    def apply_manifest(self, document: dict[str, Any], field_manager: str, *, create_only: bool = False,
+                       namespace: str = "default") -> str:
+        """Server-side apply one manifest (or create it if absent, with ``create_only``).
+
+        Returns "created", "configured" or "unchanged"/"exists".
+        """
+        api_version = str(document.get("apiVersion", ""))
+        group, _, version = api_version.rpartition("/")
+        ref = self.resolve(group, version, str(document.get("kind", "")))
+        meta = document.setdefault("metadata", {})
+        if ref.namespaced:
+            meta.setdefault("namespace", namespace)
+        ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        existing = self.get(ref, ns, name)
+        if create_only:
+            if existing is not None:
+                return "exists"
+            try:
+                self.request("POST", ref.path(ns), document)
+            except ApiException as exc:
+                if exc.status == 409:
+                    return "exists"
+                raise _temporary("create", ref, name, exc) from exc
+            return "created"
+        try:
+            self.request("PATCH", ref.path(ns, name), document, "application/apply-patch+yaml",
+                         query=[("fieldManager", field_manager), ("force", "true")])
+        except ApiException as exc:
+            raise _temporary("apply", ref, name, exc) from exc
+        return "created" if existing is None else "configured"
+
+    def apply(self, ref: ResourceRef, namespace: str, body: dict[str, Any], field_manager: str,
+              force: bool = True) -> tuple[dict[str, Any], bool]:
+        """Server-side apply ``body`` as ``field_manager``; returns the object and whether it was created."""
+        name = str((body.get("metadata") or {}).get("name") or "")
+        query = [("fieldManager", field_manager)] + ([("force", "true")] if force else [])
+        try:
+            code, result = self._call("PATCH", ref.path(namespace, name), body, "application/apply-patch+yaml",
+                                      query)
+        except ApiException as exc:
+            raise errors.TemporaryError(f"could not apply {ref.kind} {namespace}/{name}: API answered "
+                                        f"{exc.status} {_api_message(exc)}") from exc
+        return result, code == 201
+
+    def delete(self, ref: ResourceRef, namespace: str, name: str) -> bool:
+        """Delete one object (background propagation); False when it was already gone."""
+        try:
+            self.request("DELETE", ref.path(namespace, name), {"propagationPolicy": "Background"})
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise _temporary("delete", ref, name, exc) from exc
+        return True
+
     def post_event(self, obj: dict[str, Any], event_type: str, reason: str, message: str,
                    component: str = "hybrid-operator") -> None:
         """A core v1 Event about ``obj``; failures are logged, never raised."""
@@ -256,3 +323,11 @@ class ClusterClient:
 
 def _temporary(action: str, ref: ResourceRef, name: str, exc: ApiException) -> errors.TemporaryError:
     return errors.TemporaryError(f"could not {action} {ref.kind} {name}: API answered {exc.status} {exc.reason}")
+
+
+def _api_message(exc: ApiException) -> str:
+    """The ``message`` of a Kubernetes Status answer, else the HTTP reason."""
+    try:
+        return str(json.loads(exc.body or b"{}").get("message") or exc.reason)
+    except (ValueError, AttributeError):
+        return str(exc.reason)

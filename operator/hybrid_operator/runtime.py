@@ -1,7 +1,9 @@
 """Starting and stopping one operator process (``hybrid-operator run``).
 
 Loads and validates ``watches.yaml`` (fatal on any problem), connects to the
-cluster, builds the runners and one reconciler per watch, and runs them until
+cluster, builds the runners (ansible-runner, and helm when there are Helm
+entries: its binary and every chart are checked at startup) and one reconciler
+per watch -- Ansible and Helm kinds side by side -- and runs them until
 SIGTERM/SIGINT.  This is the composition root: it is the one place that knows
 every concrete class.
 """
@@ -12,15 +14,22 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 from hybrid_operator import app, errors, watches
 from hybrid_operator.cluster import ClusterClient
+from hybrid_operator.helm_reconciler import HelmReconciler
 from hybrid_operator.reconciler import AnsibleReconciler, Reconciler
 from hybrid_operator.runners.ansible import AnsibleRunner
+from hybrid_operator.runners.helm import HelmClient, HelmError, chart_digest, find_helm
 from hybrid_operator.settings import Settings
 
 log = logging.getLogger("hybrid_operator.runtime")
+
+#: A coroutine run beside the operator until it stops (given the cluster client and the stop event).
+Companion = Callable[[ClusterClient, asyncio.Event], Coroutine[Any, Any, None]]
 
 COLLECTIONS = Path(__file__).resolve().parent / "ansible" / "collections"
 
@@ -35,34 +44,66 @@ def ansible_env(settings: Settings) -> dict[str, str]:
 
 def run(settings: Settings) -> int:
     loaded = watches.load(settings.watches_file, settings.environ)
-    helm = [w for w in loaded if isinstance(w, watches.HelmWatch)]
-    if helm:
-        kinds = ", ".join(str(w.gvk) for w in helm)
-        raise errors.ConfigurationError(
-            f"{settings.watches_file}: Helm entries are not supported yet ({kinds}); "
-            "remove them or run them with the Operator SDK's helm-operator for now")
     return asyncio.run(_serve(settings, loaded))
 
 
-async def _serve(settings: Settings, loaded: list[watches.Watch]) -> int:
+async def _helm_client(settings: Settings, loaded: list[watches.Watch], kubeconfig: Path) -> HelmClient | None:
+    """The helm client, after checking that helm runs and loads every chart (fatal otherwise)."""
+    charts = [w for w in loaded if isinstance(w, watches.HelmWatch)]
+    if not charts:
+        return None
+    executable = find_helm(settings.environ)
+    if executable is None:
+        raise errors.ConfigurationError("helm not found: Helm entries need the helm v4 binary; put it on PATH "
+                                        "or set HELM_BINARY")
+    client = HelmClient(executable, kubeconfig, history_max=settings.helm_history_max,
+                        timeout=settings.helm_timeout.total_seconds(), env=settings.environ)
+    for watch in charts:
+        try:
+            await client.show_chart(watch.chart)
+        except (HelmError, OSError) as exc:
+            raise errors.ConfigurationError(f"{settings.watches_file}: {watch.gvk}: helm cannot load chart "
+                                            f"{watch.chart}: {exc}") from exc
+    return client
+
+
+def _reconciler(watch: watches.Watch, cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None,
+                settings: Settings, slots: asyncio.Semaphore, run_kubeconfig: Path,
+                env: dict[str, str]) -> Reconciler:
+    if isinstance(watch, watches.HelmWatch):
+        assert helm is not None
+        return HelmReconciler(watch, cluster, helm, settings, slots, chart_digest(watch.chart))
+    return AnsibleReconciler(watch, cluster, runner, settings, slots, run_kubeconfig, env)
+
+
+async def _serve(settings: Settings, loaded: list[watches.Watch],
+                 companions: Sequence[Companion] = ()) -> int:
+    """Run the operator until SIGTERM/SIGINT; ``companions`` run beside it (``hybrid-operator up``)."""
     cluster = ClusterClient(settings.kubeconfig)
     settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
     run_kubeconfig = cluster.write_kubeconfig(settings.artifacts_dir / "kubeconfig")
+    helm = await _helm_client(settings, loaded, run_kubeconfig)
     runner = AnsibleRunner(max_workers=settings.max_workers, timeout=settings.run_timeout.total_seconds(),
                            project_dir=settings.watches_file.resolve().parent)
     slots = asyncio.Semaphore(max(1, settings.max_workers))
     env = ansible_env(settings)
-    reconcilers: list[Reconciler] = []
-    for watch in loaded:
-        assert isinstance(watch, watches.AnsibleWatch)
-        reconcilers.append(AnsibleReconciler(watch, cluster, runner, settings, slots, run_kubeconfig, env))
+    reconcilers = [_reconciler(w, cluster, runner, helm, settings, slots, run_kubeconfig, env) for w in loaded]
     operator = app.Operator(settings, loaded, cluster, reconcilers)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    tasks = [asyncio.create_task(companion(cluster, stop)) for companion in companions]
     try:
         await operator.run(stop)
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await runner.close()
     return 0
+
+
+def serve(settings: Settings, loaded: list[watches.Watch], companions: Sequence[Companion] = ()) -> int:
+    """Run the operator for already loaded watches with ``companions`` beside it."""
+    return asyncio.run(_serve(settings, loaded, companions))

@@ -281,7 +281,7 @@ DATABASE: dict[str, Any] = {
 def test_custom_resource_columns() -> None:
     result = table([DATABASE], kind="Database", printer_columns=DB_COLUMNS, resource_version="9", now=NOW)
     assert _columns(result) == ["Name", "Engine", "Replicas", "Ready", "First", "Age"]
-    assert result["rows"][0]["cells"] == ["db1", "mysql", 3, "True", "root", FIVE_MINUTES_AGO]
+    assert result["rows"][0]["cells"] == ["db1", "mysql", 3, "True", "root", "5m"]  # date columns render as an age, as kube-apiserver does
     definitions = result["columnDefinitions"]
     assert definitions[1] == {
         "name": "Engine",
@@ -296,14 +296,14 @@ def test_custom_resource_columns() -> None:
 
 def test_custom_resource_missing_values_are_null() -> None:
     bare = {"metadata": _meta("db2"), "spec": {}}
-    assert _cells([bare], "Database", DB_COLUMNS) == [["db2", None, None, None, None, FIVE_MINUTES_AGO]]
+    assert _cells([bare], "Database", DB_COLUMNS) == [["db2", None, None, None, None, "5m"]]
 
 
 def test_custom_resource_default_columns_are_name_and_age_date() -> None:
     result = table([DATABASE], kind="Database", printer_columns=[], resource_version="9", now=NOW)
     assert _columns(result) == ["Name", "Age"]
     assert result["columnDefinitions"][1]["type"] == "date"
-    assert result["rows"][0]["cells"] == ["db1", FIVE_MINUTES_AGO]
+    assert result["rows"][0]["cells"] == ["db1", "5m"]
 
 
 def test_custom_resource_mismatched_type_rendered_as_text() -> None:

@@ -710,12 +710,19 @@ def _cr_cell(obj: Obj, spec: dict[str, Any]) -> Any:
     return " ".join(_render_result(value) for value in results)
 
 
+def _dated(value: Any, spec: dict[str, Any], now: datetime) -> Any:
+    """``date`` columns are rendered as an age (``5m``), as kube-apiserver's table convertor does."""
+    if spec.get("type") == "date" and isinstance(value, str) and parse_timestamp(value) is not None:
+        return _since(value, now)
+    return value
+
+
 def _custom_printer(printer_columns: list[dict[str, Any]]) -> Printer:
     specs = printer_columns or _DEFAULT_CR_COLUMNS
     columns = [NAME, *(_cr_column(spec) for spec in specs)]
 
     def cells(obj: Obj, now: datetime) -> Cells:
-        return [_name(obj), *(_cr_cell(obj, spec) for spec in specs)]
+        return [_name(obj), *(_dated(_cr_cell(obj, spec), spec, now) for spec in specs)]
 
     return columns, cells
 
