@@ -281,7 +281,7 @@ DATABASE: dict[str, Any] = {
 def test_custom_resource_columns() -> None:
     result = table([DATABASE], kind="Database", printer_columns=DB_COLUMNS, resource_version="9", now=NOW)
     assert _columns(result) == ["Name", "Engine", "Replicas", "Ready", "First", "Age"]
-    assert result["rows"][0]["cells"] == ["db1", "mysql", 3, "True", "root", "5m"]  # date columns render as an age, as kube-apiserver does
+    assert result["rows"][0]["cells"] == ["db1", "mysql", 3, "True", "root", "5m"]
     definitions = result["columnDefinitions"]
     assert definitions[1] == {
         "name": "Engine",
