@@ -161,11 +161,12 @@ def test_client_side_apply_install_and_upgrade(shared_cluster: Cluster) -> None:
     assert history(shared_cluster, "classic", "h-classic") == [(1, "superseded"), (2, "deployed")]
 
 
-@pytest.mark.xfail(strict=True, reason="helm --wait=legacy needs an owned ReplicaSet per Deployment; "
-                                       "the embedded cluster's fake controllers do not create ReplicaSets")
 def test_install_wait_legacy(shared_cluster: Cluster) -> None:
-    result = shared_cluster.helm("install", "legacy", CHART, "-n", "h-legacy", "--create-namespace",
-                                 "--wait=legacy", "--timeout", "5s", check=False)
-    # Fails (the expected failure) only for the known reason: any other error makes this pass, and
-    # strict xfail then reports it, as it does once ReplicaSets exist and the install succeeds.
-    assert result.returncode == 0 or "context deadline exceeded" not in result.stderr, result.stderr
+    # helm's legacy waiter finds the Deployment's new ReplicaSet (owned, same pod template) and waits
+    # for its readyReplicas: the install only succeeds because the fake deployment controller made one.
+    output = install(shared_cluster, "legacy", "h-legacy", "--wait=legacy", "--timeout", "30s")
+    assert "STATUS: deployed" in output and "REVISION: 1" in output
+    deployment = objects(shared_cluster, "legacy", "h-legacy")["deployment"]
+    [replica_set] = shared_cluster.get_json("replicasets", "-n", "h-legacy")["items"]
+    assert replica_set["metadata"]["ownerReferences"][0]["uid"] == deployment["metadata"]["uid"]
+    assert replica_set["status"]["readyReplicas"] == deployment["spec"]["replicas"]

@@ -400,3 +400,11 @@ def test_allocate_cluster_ip_full_range() -> None:
         allocate_cluster_ip(used)
     assert caught.value.code == 500
     assert "range is full" in caught.value.message
+
+
+def test_secret_string_data_is_folded_into_data() -> None:
+    obj = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+           "data": {"a": "b2xk", "keep": "eA=="}, "stringData": {"a": "new", "c": "ü"}}
+    result = default_builtin(obj)
+    assert "stringData" not in result
+    assert result["data"] == {"a": "bmV3", "keep": "eA==", "c": "w7w="}

@@ -10,6 +10,7 @@ Cluster IPs for Services are handed out by :func:`allocate_cluster_ip`.
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import ipaddress
@@ -261,6 +262,12 @@ def _pvc(obj: Obj) -> None:
 
 def _secret(obj: Obj) -> None:
     _fill(obj, {"type": "Opaque"})
+    # The Secret strategy folds write-only ``stringData`` into ``data`` (base64), stringData winning.
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = _sub(obj, "data")
+        for key, value in string_data.items():
+            data[str(key)] = base64.b64encode(str(value).encode()).decode()
 
 
 def _namespace(obj: Obj) -> None:

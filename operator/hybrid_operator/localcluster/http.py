@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from hybrid_operator.localcluster import discovery, errors, protobuf, tables, watching
+from hybrid_operator.localcluster import discovery, errors, protobuf, scaling, tables, watching
 from hybrid_operator.localcluster.api import PATCH_APPLY, PATCH_STRATEGIC, PATCH_TYPES, ObjectApi, WriteOptions
 from hybrid_operator.localcluster.resources import ResourceInfo
 from hybrid_operator.localcluster.selectors import parse_field_selector, parse_label_selector
@@ -284,6 +284,14 @@ def _table(request: web.Request, target: Target, items: list[dict[str, Any]], rv
     return respond(body, content_type=f"{JSON};as=Table;v=v1;g=meta.k8s.io")
 
 
+def _write_scale(api: ObjectApi, target: Target, scale: Any, opts: WriteOptions) -> web.Response:
+    """PUT/PATCH of ``/scale``: store the Scale's replica count, answer with the new Scale."""
+    namespace = target.namespace or ""
+    current = api.get(target.info, namespace, target.name)
+    outcome = api.update(target.info, namespace, target.name, scaling.scaled(current, scale), opts, "scale")
+    return respond(scaling.to_scale(outcome.obj), outcome.code, warnings=outcome.warnings)
+
+
 async def dispatch(request: web.Request, target: Target) -> web.StreamResponse:
     api = request.app[API_KEY]
     info, namespace = target.info, target.namespace
@@ -291,6 +299,8 @@ async def dispatch(request: web.Request, target: Target) -> web.StreamResponse:
     if method == "GET":
         if target.name:
             obj = api.get(info, namespace or "", target.name)
+            if target.subresource == "scale":
+                return respond(scaling.to_scale(obj))
             if _wants_table(request):
                 return _table(request, target, [obj], str(obj["metadata"].get("resourceVersion", "")))
             return respond(obj)
@@ -318,6 +328,8 @@ async def dispatch(request: web.Request, target: Target) -> web.StreamResponse:
         if not target.name:
             raise errors.method_not_allowed()
         body = await _decode(request, BODY_TYPES, info.kind)
+        if target.subresource == "scale":
+            return _write_scale(api, target, body, opts)
         outcome = api.update(info, namespace or "", target.name, body, opts, target.subresource)
         return respond(outcome.obj, outcome.code, warnings=outcome.warnings)
     if method == "PATCH":
@@ -326,6 +338,9 @@ async def dispatch(request: web.Request, target: Target) -> web.StreamResponse:
         media = _media_type(request)
         allowed = tuple(t for t in PATCH_TYPES if not (info.custom and t == PATCH_STRATEGIC))
         patch = await _decode(request, allowed, info.kind)
+        if target.subresource == "scale":
+            current = scaling.to_scale(api.get(info, namespace or "", target.name))
+            return _write_scale(api, target, scaling.patched_scale(current, media, patch), opts)
         outcome = api.patch(info, namespace or "", target.name, media, patch, opts, target.subresource)
         return respond(outcome.obj, outcome.code, warnings=outcome.warnings)
     if method == "DELETE":
