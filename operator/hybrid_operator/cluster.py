@@ -4,23 +4,28 @@ Everything the reconciler needs from the cluster goes through
 :class:`ClusterClient`: reading the current object, one merge patch of
 ``/status``, adding and removing finalizers with a resourceVersion
 precondition, posting Events, finding a kind's plural and scope by discovery,
-and writing the kubeconfig Ansible runs use.  Calls are synchronous (the
+server-side apply and delete of arbitrary objects (Helm drift repair), and
+writing the kubeconfig Ansible and helm runs use.  Calls are synchronous (the
 kubernetes client is); callers run them off the event loop.
 """
 
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import logging
 import os
+import ssl
 import threading
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import kubernetes
 import yaml
 from kubernetes.client.exceptions import ApiException
@@ -204,6 +209,45 @@ class ClusterClient:
         except ApiException as exc:
             raise _temporary("list", ref, "", exc) from exc
         return list(listing.get("items") or [])
+
+    def list_with_version(self, ref: ResourceRef, namespace: str = "") -> tuple[builtins.list[dict[str, Any]], str]:
+        """Every object of a kind and the list's resourceVersion (to start a watch from)."""
+        try:
+            listing = self.request("GET", ref.path(namespace))
+        except ApiException as exc:
+            raise _temporary("list", ref, "", exc) from exc
+        return list(listing.get("items") or []), str((listing.get("metadata") or {}).get("resourceVersion", ""))
+
+    async def watch(self, ref: ResourceRef, namespace: str, resource_version: str,
+                    timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+        """Watch events of a kind from ``resource_version`` until the server closes the stream.
+
+        Async (aiohttp) so that cancelling the consumer closes the connection at once.
+        """
+        conn = self.connection()
+        context = ssl.create_default_context()
+        if conn.ca_data:
+            context.load_verify_locations(cadata=conn.ca_data.decode())
+        if conn.insecure:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if conn.cert_file and conn.key_file:
+            context.load_cert_chain(conn.cert_file, conn.key_file)
+        headers = {"Accept": JSON}
+        if conn.token:
+            headers["Authorization"] = f"Bearer {conn.token}"
+        params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_seconds + 30)
+        url = conn.server.rstrip("/") + ref.path(namespace)
+        async with aiohttp.ClientSession(timeout=timeout) as session, \
+                session.get(url, params=params, headers=headers, ssl=context) as response:
+            if response.status != 200:
+                raise errors.TemporaryError(f"watch of {ref.kind} answered {response.status}")
+            async for line in response.content:
+                if line.strip():
+                    yield json.loads(line)
 
     def apply_manifest(self, document: dict[str, Any], field_manager: str, *, create_only: bool = False,
                        namespace: str = "default") -> str:

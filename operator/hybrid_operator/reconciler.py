@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shlex
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 from hybrid_operator import errors, status
 from hybrid_operator.cluster import ClusterClient, ResourceRef
 from hybrid_operator.durations import DurationError, parse_duration
+from hybrid_operator.proxy import OwnerProxy
 from hybrid_operator.runners import artifacts
 from hybrid_operator.runners.base import Runner, RunRequest, RunResult
 from hybrid_operator.settings import Settings
@@ -95,7 +97,8 @@ class AnsibleReconciler:
     """Reconciles objects of one Ansible watch."""
 
     def __init__(self, watch: AnsibleWatch, cluster: ClusterClient, runner: Runner, settings: Settings,
-                 slots: asyncio.Semaphore, kubeconfig: Path, env: dict[str, str]) -> None:
+                 slots: asyncio.Semaphore, kubeconfig: Path, env: dict[str, str],
+                 proxy: OwnerProxy | None = None) -> None:
         self.watch = watch
         self.cluster = cluster
         self.runner = runner
@@ -103,6 +106,7 @@ class AnsibleReconciler:
         self.slots = slots
         self.kubeconfig = kubeconfig
         self.env = env
+        self.proxy = proxy
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         gvk = self.watch.gvk
@@ -158,11 +162,25 @@ class AnsibleReconciler:
         return Outcome()
 
     async def _run(self, obj: dict[str, Any], options: RunOptions, *, finalizer: bool) -> RunResult:
+        """Run the automation; through the ownership proxy (a per-run token) when there is one."""
+        if self.proxy is None:
+            return await self._run_with(obj, options, finalizer, self.kubeconfig)
+        credentials = self.proxy.register_run(obj)
+        path = self.settings.artifacts_dir / "kubeconfigs" / f"{uuid.uuid4().hex}.yaml"
+        try:
+            credentials.write_kubeconfig(path)
+            return await self._run_with(obj, options, finalizer, path)
+        finally:
+            self.proxy.unregister_run(credentials.token)
+            path.unlink(missing_ok=True)
+
+    async def _run_with(self, obj: dict[str, Any], options: RunOptions, finalizer: bool,
+                        kubeconfig: Path) -> RunResult:
         request = RunRequest(
             cr=obj,
             watch=self.watch,
             finalizer=finalizer,
-            kubeconfig=self.kubeconfig,
+            kubeconfig=kubeconfig,
             verbosity=options.verbosity,
             ansible_args=tuple(shlex.split(self.settings.ansible_args)),
             artifacts_root=self.settings.artifacts_dir,

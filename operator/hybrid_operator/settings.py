@@ -43,6 +43,15 @@ class Settings:
     artifacts_dir: Path = Path("/tmp/hybrid-operator/runner")
     #: ``--run-timeout``: a playbook run taking longer is killed and reported as failed.
     run_timeout: timedelta = timedelta(hours=1)
+    #: ``--suppress-override-values``: mask override values (``****``) in ``OverrideValuesInUse`` events.
+    suppress_override_values: bool = False
+    #: ``--history-max``: Helm revisions kept per release (default 10; 0 means no limit).
+    helm_history_max: int = 10
+    #: ``--helm-manifest-digest``: ``status.deployedRelease`` holds a sha256 of the manifest, not the manifest.
+    helm_manifest_digest: bool = False
+    #: ``--helm-timeout``: helm's ``--timeout`` for each install/upgrade/rollback/uninstall; a helm process
+    #: still running 30 s after that is stopped.
+    helm_timeout: timedelta = timedelta(minutes=5)
     #: environment the process was started with (for per-kind overrides).
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 

@@ -64,13 +64,15 @@ COMMON_KEYS = frozenset(
 )
 ANSIBLE_KEYS = COMMON_KEYS | {
     "playbook", "role", "vars", "manageStatus", "watchClusterScopedResources", "maxRunnerArtifacts",
-    "finalizer", "blacklist", "snakeCaseParameters", "markUnsafe", "watchAnnotationsChanges",
+    "finalizer", "blacklist", "snakeCaseParameters", "markUnsafe", "watchAnnotationsChanges", "triggers",
 }
 HELM_KEYS = COMMON_KEYS | {"chart", "overrideValues", "maxConcurrentReconciles", "dryRunOption"}
 FINALIZER_KEYS = frozenset({"name", "playbook", "role", "vars"})
 SELECTOR_KEYS = frozenset({"matchLabels", "matchExpressions"})
 REQUIREMENT_KEYS = frozenset({"key", "operator", "values"})
 GVK_KEYS = frozenset({"group", "version", "kind"})
+TRIGGER_KEYS = GVK_KEYS | {"match"}
+FIELD_PATH = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_./-]+)*$")
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 DRY_RUN_OPTIONS = {"": "client", "client": "client", "server": "server"}
 
@@ -150,6 +152,19 @@ class LabelSelector:
 
 
 @dataclass(frozen=True)
+class Trigger:
+    """A related kind whose changes re-enqueue the custom resources they match (our extension).
+
+    ``match`` maps a field path of the related object (``metadata.name``, ``metadata.labels.app``)
+    to a field path of the custom resource (``spec.name``); a related object matches a resource
+    when every pair is equal, and (for namespaced kinds) both live in the same namespace.
+    """
+
+    gvk: GroupVersionKind
+    match: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class Finalizer:
     """An Ansible watch's finalizer; with neither playbook nor role the main one re-runs with ``vars``."""
 
@@ -182,6 +197,7 @@ class AnsibleWatch:
     snake_case_parameters: bool = True
     mark_unsafe: bool = True
     watch_annotations_changes: bool = False
+    triggers: tuple[Trigger, ...] = ()
     runner: Literal["ansible"] = field(default="ansible", init=False)
 
 
@@ -497,7 +513,39 @@ class _Entry:
             snake_case_parameters=self._bool("snakeCaseParameters", True),
             mark_unsafe=self._bool("markUnsafe", True),
             watch_annotations_changes=self._bool("watchAnnotationsChanges", False),
+            triggers=self._triggers(),
         )
+
+    def _triggers(self) -> tuple[Trigger, ...]:
+        value = self.data.get("triggers")
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.report(f"must be a list of {{group, version, kind, match}}, got {_type_name(value)}", "triggers")
+            return ()
+        found: list[Trigger] = []
+        for position, item in enumerate(value):
+            path = ("triggers", f"[{position}]")
+            if not isinstance(item, dict):
+                self.report(f"must be a mapping with group, version, kind and match, got {_type_name(item)}", *path)
+                continue
+            self._check_keys(item, TRIGGER_KEYS, path)
+            gvk = self._gvk(item, path)
+            match = item.get("match")
+            if not isinstance(match, dict) or not match:
+                self.report("match must map fields of the related object to fields of the resource, "
+                            "e.g. {metadata.name: spec.name}", *path, "match")
+                continue
+            pairs = []
+            for related, own in match.items():
+                if not (isinstance(related, str) and isinstance(own, str)
+                        and FIELD_PATH.match(related) and FIELD_PATH.match(own)):
+                    self.report(f"invalid field paths {related!r}: {own!r}; use dotted paths such as "
+                                "metadata.name: spec.name", *path, "match")
+                    continue
+                pairs.append((related, own))
+            found.append(Trigger(gvk=gvk, match=tuple(pairs)))
+        return tuple(found)
 
     def _playbook_or_role(
         self, mapping: Mapping[str, Any], path: tuple[str, ...]

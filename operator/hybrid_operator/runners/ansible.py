@@ -157,7 +157,8 @@ class AnsibleRunner:
             "rotate_artifacts": 0,
             "project_dir": str(self._project_dir),
             "inventory": f"localhost ansible_connection=local ansible_python_interpreter={self._python}\n",
-            "extravars": build_extra_vars(request.cr, request.watch, finalizer=request.finalizer),
+            "extravars": {**build_extra_vars(request.cr, request.watch, finalizer=request.finalizer),
+                          **request.extra_vars},
             "settings": {"pexpect_timeout": CANCEL_POLL_SECONDS},
             "quiet": True,
         }

@@ -61,6 +61,8 @@ class RunRequest:
     ansible_args: tuple[str, ...] = ()
     max_artifacts: int = 20
     env: Mapping[str, str] = field(default_factory=dict)
+    #: added after the SDK's extra vars (e.g. ``_related``: the objects of the watch's triggers).
+    extra_vars: Mapping[str, Any] = field(default_factory=dict)
 
 
 class FailedTask(NamedTuple):
