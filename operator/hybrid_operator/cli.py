@@ -111,6 +111,67 @@ def _operator_options(parser: argparse.ArgumentParser, artifacts: Path) -> None:
                         help="Helm: --timeout of each helm install/upgrade/rollback/uninstall (default 5m)")
 
 
+def _authoring_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """init, create api, generate and preview: the authoring workflow (scaffold.py, generate.py, preview.py)."""
+    init = sub.add_parser("init", help="a new operator project (watches.yaml, roles/, charts/, config/, molecule/)")
+    init.add_argument("--domain", default="", help="API domain appended to the groups of create api (example.com)")
+    init.add_argument("directory", nargs="?", type=Path, default=Path("."), help="project directory (default .)")
+    create = sub.add_parser("create", help="add to the project: create api")
+    api = create.add_subparsers(dest="create_command", required=True).add_parser(
+        "api", help="a new kind: watches entry, role/playbook/chart, CRD, RBAC, sample, molecule scenario")
+    api.add_argument("--group", required=True, help="API group (the domain from PROJECT is appended)")
+    api.add_argument("--version", required=True, help="API version, e.g. v1alpha1")
+    api.add_argument("--kind", required=True, help="kind, CamelCase, e.g. Memcached")
+    flavor = api.add_mutually_exclusive_group(required=True)
+    flavor.add_argument("--generate-role", action="store_true", help="reconcile with a new role roles/<kind>")
+    flavor.add_argument("--generate-playbook", action="store_true", help="reconcile with playbooks/<kind>.yml")
+    flavor.add_argument("--helm-chart", type=Path, metavar="PATH", help="reconcile with this chart (copied to charts/)")
+    flavor.add_argument("--new-chart", action="store_true", help="reconcile with a new chart charts/<kind>")
+    api.add_argument("--project-dir", type=Path, default=Path("."), help="project directory (default .)")
+    generate = sub.add_parser("generate", help="config/ manifests from watches.yaml, schemas/ and the automation")
+    generate.add_argument("target", choices=["crd", "rbac", "manager", "all"])
+    generate.add_argument("--output", type=Path, default=None, help="where to write (default <project>/config)")
+    generate.add_argument("--project-dir", type=Path, default=Path("."), help="project directory (default .)")
+    preview = sub.add_parser("preview", help="what applying a CR would change, without changing anything "
+                                             "(exit 0: nothing, 1: changes, 2: error)")
+    preview.add_argument("-f", "--filename", type=Path, required=True, help="the custom resource (YAML)")
+    preview.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
+                         help="the watches file (default ./watches.yaml)")
+    preview.add_argument("--kubeconfig", type=Path, default=None, help="kubeconfig (default $KUBECONFIG)")
+    preview.add_argument("-n", "--namespace", default=None,
+                         help="namespace of the CR (default: the file's, else default)")
+
+
+def run_authoring(args: argparse.Namespace) -> int:
+    from hybrid_operator import errors
+
+    try:
+        if args.command == "preview":
+            from hybrid_operator import preview
+
+            return preview.main(args.filename, args.watches_file, args.kubeconfig, args.namespace)
+        for line in _authoring(args):
+            print(line)
+    except errors.ConfigurationError as exc:
+        print(f"hybrid-operator {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+def _authoring(args: argparse.Namespace) -> list[str]:
+    from hybrid_operator import generate, scaffold
+
+    if args.command == "init":
+        return scaffold.init(args.directory, args.domain)
+    if args.command == "generate":
+        changed = generate.run(args.project_dir, args.target, args.output)
+        return changed or ["manifests are up to date"]
+    flavor: scaffold.Flavor = "role" if args.generate_role else "playbook" if args.generate_playbook else "chart"
+    request = scaffold.ApiRequest(group=args.group, version=args.version, kind=args.kind, flavor=flavor,
+                                  chart=args.helm_chart)
+    return scaffold.create_api(args.project_dir, request)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybrid-operator", description=__doc__)
     parser.add_argument("--version", action="version", version=f"hybrid-operator {__version__}")
@@ -121,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     _check_parser(sub)
     _run_parser(sub)
     _up_parser(sub)
+    _authoring_parsers(sub)
     return parser
 
 
@@ -230,6 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_operator(args)
     if args.command == "up":
         return run_up(args)
+    if args.command in ("init", "create", "generate", "preview"):
+        return run_authoring(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -210,6 +210,14 @@ class ClusterClient:
             raise _temporary("list", ref, "", exc) from exc
         return list(listing.get("items") or [])
 
+    def patch_metadata(self, ref: ResourceRef, namespace: str, name: str, metadata: dict[str, Any]) -> None:
+        """Merge-patch an object's metadata (labels, annotations)."""
+        try:
+            self.request("PATCH", ref.path(namespace, name), {"metadata": metadata}, "application/merge-patch+json")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise _temporary("patch metadata of", ref, name, exc) from exc
+
     def list_with_version(self, ref: ResourceRef, namespace: str = "") -> tuple[builtins.list[dict[str, Any]], str]:
         """Every object of a kind and the list's resourceVersion (to start a watch from)."""
         try:

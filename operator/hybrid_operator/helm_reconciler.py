@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,6 +36,7 @@ import yaml
 
 from hybrid_operator import errors, helm_values, status
 from hybrid_operator.cluster import ClusterClient, ResourceRef
+from hybrid_operator.dependents import ChildKind
 from hybrid_operator.durations import DurationError, parse_duration
 from hybrid_operator.reconciler import Outcome
 from hybrid_operator.runners.helm import DEPLOYED, PENDING, ActionOptions, HelmClient, HelmError, HelmErrorKind
@@ -140,6 +141,11 @@ def with_helm_ownership(obj: dict[str, Any], release: str, namespace: str) -> di
     return {**obj, "metadata": meta}
 
 
+def _group_version(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -197,6 +203,8 @@ class HelmReconciler:
         self.slots = slots
         self.chart_digest = chart_digest
         self._wait_manifests: dict[tuple[str, str], str] = {}
+        #: called with the resource and the kinds of its deployed manifest (dependent watches).
+        self.on_children: Callable[[dict[str, Any], set[ChildKind]], Awaitable[None]] | None = None
 
     # -- entry point ---------------------------------------------------------------------------
 
@@ -457,6 +465,10 @@ class HelmReconciler:
             return new
 
         await self._write_status(job, compute)
+        if self.on_children is not None:
+            kinds = {ChildKind(*_group_version(str(item.get("apiVersion", ""))), str(item.get("kind", "")))
+                     for item in manifest_objects(manifest) if item.get("kind")}
+            await self.on_children(job.obj, kinds)
         self._finished(job, outcome, revision=revision)
         return job.requeue()
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from hybrid_operator import errors, status
+from hybrid_operator import errors, extravars, related, status
 from hybrid_operator.cluster import ClusterClient, ResourceRef
 from hybrid_operator.durations import DurationError, parse_duration
 from hybrid_operator.proxy import OwnerProxy
@@ -176,6 +176,11 @@ class AnsibleReconciler:
 
     async def _run_with(self, obj: dict[str, Any], options: RunOptions, finalizer: bool,
                         kubeconfig: Path) -> RunResult:
+        extra: dict[str, Any] = {}
+        if self.watch.triggers:
+            found = await asyncio.to_thread(related.related_objects, self.cluster, obj, self.watch.triggers)
+            # other people's objects: never templated either
+            extra["_related"] = extravars.mark_unsafe(found) if self.watch.mark_unsafe else found
         request = RunRequest(
             cr=obj,
             watch=self.watch,
@@ -186,6 +191,7 @@ class AnsibleReconciler:
             artifacts_root=self.settings.artifacts_dir,
             max_artifacts=options.max_artifacts,
             env=self.env,
+            extra_vars=extra,
         )
         async with self.slots:
             return await self.runner.run(request)

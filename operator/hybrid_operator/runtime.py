@@ -11,6 +11,7 @@ every concrete class.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -21,6 +22,8 @@ from typing import Any
 from hybrid_operator import app, errors, watches
 from hybrid_operator.cluster import ClusterClient
 from hybrid_operator.helm_reconciler import HelmReconciler
+from hybrid_operator.ownership import ChildRef, OwnerKey
+from hybrid_operator.proxy import OwnerProxy, Upstream
 from hybrid_operator.reconciler import AnsibleReconciler, Reconciler
 from hybrid_operator.runners.ansible import AnsibleRunner
 from hybrid_operator.runners.helm import HelmClient, HelmError, chart_digest, find_helm
@@ -69,11 +72,11 @@ async def _helm_client(settings: Settings, loaded: list[watches.Watch], kubeconf
 
 def _reconciler(watch: watches.Watch, cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None,
                 settings: Settings, slots: asyncio.Semaphore, run_kubeconfig: Path,
-                env: dict[str, str]) -> Reconciler:
+                env: dict[str, str], proxy: OwnerProxy) -> Reconciler:
     if isinstance(watch, watches.HelmWatch):
         assert helm is not None
         return HelmReconciler(watch, cluster, helm, settings, slots, chart_digest(watch.chart))
-    return AnsibleReconciler(watch, cluster, runner, settings, slots, run_kubeconfig, env)
+    return AnsibleReconciler(watch, cluster, runner, settings, slots, run_kubeconfig, env, proxy)
 
 
 async def _serve(settings: Settings, loaded: list[watches.Watch],
@@ -87,8 +90,23 @@ async def _serve(settings: Settings, loaded: list[watches.Watch],
                            project_dir=settings.watches_file.resolve().parent)
     slots = asyncio.Semaphore(max(1, settings.max_workers))
     env = ansible_env(settings)
-    reconcilers = [_reconciler(w, cluster, runner, helm, settings, slots, run_kubeconfig, env) for w in loaded]
+    connection = cluster.connection()
+    upstream = Upstream(server=connection.server, ca_data=connection.ca_data, token=connection.token,
+                        cert_file=connection.cert_file, key_file=connection.key_file, insecure=connection.insecure)
+    owners: list[app.Operator] = []
+
+    async def child_written(owner: OwnerKey, child: ChildRef) -> None:
+        await owners[0].child_written(owner, child)
+
+    proxy = OwnerProxy(upstream, inject=settings.inject_owner_ref, on_child=child_written)
+    await proxy.start()
+    reconcilers = [_reconciler(w, cluster, runner, helm, settings, slots, run_kubeconfig, env, proxy)
+                   for w in loaded]
     operator = app.Operator(settings, loaded, cluster, reconcilers)
+    owners.append(operator)
+    for watch, reconciler in zip(loaded, reconcilers, strict=True):
+        if isinstance(reconciler, HelmReconciler):
+            reconciler.on_children = functools.partial(operator.helm_children, watch)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -101,6 +119,7 @@ async def _serve(settings: Settings, loaded: list[watches.Watch],
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await runner.close()
+        await proxy.stop()
     return 0
 
 

@@ -1,25 +1,23 @@
 """The manifests in config/ as a user deploys them: `kubectl apply`/`delete` (and `make deploy`/`undeploy`)
 against the embedded cluster, and the ClusterRole against what the sample automation really does.
 
-The RBAC check derives its list of (group, resource, verb) from the repository itself: the kinds in
-watches.yaml (with their CRDs in config/crd) and the Kubernetes modules called by the roles and
-playbooks and the kinds in the charts' templates. Adding a kind to any of them without a rule in
-config/rbac/role.yaml fails here.
+The RBAC check derives its list of (group, resource, verb) from the repository itself, with the same
+derivation as `hybrid-operator generate rbac` (hybrid_operator.rbac): the kinds in watches.yaml and
+the Kubernetes modules called by the roles and playbooks and the kinds in the charts' templates.
+Adding a kind to any of them without regenerating config/rbac/role.yaml (`make manifests`) fails here.
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from hybrid_operator.localcluster.resources import Registry
+from hybrid_operator import generate, rbac, watches
+from hybrid_operator.rbac import Need, allows
 from support.cluster import REPO, Cluster, find_binary
 from support.operator import get_or_none, wait_for
 
@@ -28,7 +26,6 @@ pytestmark = pytest.mark.integration
 CONFIG = REPO / "config"
 MANIFEST_DIRS = [str(CONFIG / d) for d in ("crd", "rbac", "manager")]
 NAMESPACE = "hybrid-operator-system"
-ALL_CHILD_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -145,164 +142,11 @@ def test_manager_runs_non_root_with_probes_resources_and_watch_namespace() -> No
 
 
 # -- RBAC covers what the automation does -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Need:
-    """One (group, resource, verb) the operator or an automation needs, and why."""
-
-    group: str
-    resource: str
-    verb: str
-    why: str
-
-
-def registry() -> Registry:
-    found = Registry.with_builtins()
-    for path in sorted((CONFIG / "crd").glob("*.yaml")):
-        for crd in documents(path):
-            found.register_crd(crd)
-    return found
-
-
-def resource_of(reg: Registry, api_version: Any, kind: Any, why: str) -> tuple[str, str]:
-    if not isinstance(api_version, str) or not isinstance(kind, str) or "{{" in api_version + kind:
-        pytest.fail(f"{why}: apiVersion/kind must be literal for the RBAC check, got {api_version!r} "
-                    f"{kind!r}")
-    group, _, version = api_version.rpartition("/")
-    info = reg.by_kind(group, version, kind)
-    if info is None:
-        pytest.fail(f"{why}: unknown kind {api_version} {kind} (is its CRD in config/crd?)")
-    return info.group, info.plural
-
-
-K8S_MODULES = {"kubernetes.core.k8s", "k8s", "community.kubernetes.k8s"}
-INFO_MODULES = {"kubernetes.core.k8s_info", "k8s_info", "community.kubernetes.k8s_info"}
-STATUS_MODULES = {"operator_sdk.util.k8s_status", "k8s_status"}
-EVENT_MODULES = {"operator_sdk.util.k8s_event", "k8s_event"}
-
-
-def module_calls(node: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every (module name, arguments) of a Kubernetes module anywhere in a task file or playbook."""
-    if isinstance(node, list):
-        for item in node:
-            yield from module_calls(item)
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            known = K8S_MODULES | INFO_MODULES | STATUS_MODULES | EVENT_MODULES
-            if key in known and isinstance(value, dict):
-                yield key, value
-            else:
-                yield from module_calls(value)
-
-
-def template_kinds(text: str) -> list[tuple[str, str]]:
-    """(apiVersion, kind) of each top-level document of a YAML (or Go/Jinja) template."""
-    found = []
-    for document in re.split(r"(?m)^---\s*$", text):
-        api = re.search(r"(?m)^apiVersion:\s*['\"]?([\w./-]+)", document)
-        kind = re.search(r"(?m)^kind:\s*['\"]?(\w+)", document)
-        if api and kind:
-            found.append((api.group(1), kind.group(1)))
-    return found
-
-
-def k8s_needs(reg: Registry, args: dict[str, Any], source: Path) -> list[Need]:
-    why = str(source.relative_to(REPO))
-    definition = args.get("definition")
-    definition = definition if isinstance(definition, dict) else {}
-    api_version = args.get("api_version", definition.get("apiVersion"))
-    kind = args.get("kind", definition.get("kind"))
-    targets: list[tuple[Any, Any]] = [(api_version, kind)]
-    if "template" in args:  # definitions rendered from a role's templates/
-        template = source.parent.parent / "templates" / str(args["template"])
-        targets = template_kinds(template.read_text())
-    state = str(args.get("state", "present"))
-    states = {"present", "absent"} if "{{" in state else {state}
-    verbs = {"get"}
-    if "present" in states:
-        verbs |= {"create", "patch"} | ({"update"} if args.get("force") else set())
-    if "absent" in states:
-        verbs.add("delete")
-    needs = []
-    for target_api, target_kind in targets:
-        group, plural = resource_of(reg, target_api, target_kind, why)
-        needs += [Need(group, plural, verb, f"{why}: {target_kind} state={'/'.join(sorted(states))}")
-                  for verb in sorted(verbs)]
-    return needs
-
-
-def automation_needs(reg: Registry, source: Path) -> list[Need]:
-    why = str(source.relative_to(REPO))
-    needs: list[Need] = []
-    for module, args in module_calls(yaml.safe_load(source.read_text())):
-        if module in K8S_MODULES:
-            needs += k8s_needs(reg, args, source)
-        elif module in INFO_MODULES:
-            group, plural = resource_of(reg, args.get("api_version", "v1"), args.get("kind"), why)
-            needs += [Need(group, plural, verb, f"{why}: k8s_info") for verb in ("get", "list")]
-        elif module in STATUS_MODULES:
-            group, plural = resource_of(reg, args.get("api_version"), args.get("kind"), why)
-            needs += [Need(group, plural, "get", f"{why}: k8s_status reads the object"),
-                      Need(group, f"{plural}/status", "patch", f"{why}: k8s_status")]
-        else:
-            needs.append(Need("", "events", "create", f"{why}: k8s_event"))
-    return needs
-
-
-def chart_needs(reg: Registry, chart: Path) -> list[Need]:
-    why = str(chart.relative_to(REPO))
-    needs = [Need("", "secrets", verb, f"{why}: helm release storage")
-             for verb in ("get", "list", "create", "update", "delete")]
-    for template in sorted((chart / "templates").rglob("*.yaml")):
-        for api_version, kind in template_kinds(template.read_text()):
-            group, plural = resource_of(reg, api_version, kind, f"{why}/{template.name}")
-            why_kind = f"{why}/{template.name}: {kind}"
-            needs += [Need(group, plural, verb, why_kind) for verb in sorted(ALL_CHILD_VERBS)]
-    return needs
-
-
-def operator_needs(reg: Registry) -> list[Need]:
-    watches = yaml.safe_load((REPO / "watches.yaml").read_text())
-    needs = [
-        Need("", "events", "create", "operator: reconcile events"),
-        Need("", "events", "patch", "operator: reconcile events"),
-        Need("apiextensions.k8s.io", "customresourcedefinitions", "list", "kopf: scanning"),
-        Need("apiextensions.k8s.io", "customresourcedefinitions", "watch", "kopf: scanning"),
-        Need("", "namespaces", "list", "kopf: namespaces"),
-        Need("", "namespaces", "watch", "kopf: namespaces"),
-        *(Need("coordination.k8s.io", "leases", verb, "leader election")
-          for verb in ("get", "create", "update")),
-    ]
-    for entry in watches:
-        why = f"watches.yaml {entry['kind']}"
-        group, plural = resource_of(reg, f"{entry['group']}/{entry['version']}", entry["kind"], why)
-        needs += [Need(group, plural, verb, why) for verb in ("get", "list", "watch", "patch")]
-        needs += [Need(group, f"{plural}/status", verb, why) for verb in ("get", "patch", "update")]
-        needs.append(Need(group, f"{plural}/finalizers", "update", why))
-    return needs
+# The derivation is hybrid_operator.rbac's (shared with `hybrid-operator generate rbac`).
 
 
 def all_needs() -> list[Need]:
-    reg = registry()
-    roles = REPO / "roles"
-    sources = [*sorted(roles.glob("*/tasks/*.yml")), *sorted(roles.glob("*/handlers/*.yml")),
-               *sorted((REPO / "playbooks").glob("*.yml"))]
-    needs = operator_needs(reg)
-    for source in sources:
-        needs += automation_needs(reg, source)
-    for chart in sorted(p.parent for p in (REPO / "charts").glob("*/Chart.yaml")):
-        needs += chart_needs(reg, chart)
-    return needs
-
-
-def allows(rules: list[dict[str, Any]], need: Need) -> bool:
-    def matches(values: list[str], wanted: str) -> bool:
-        return "*" in values or wanted in values
-
-    return any(matches(rule.get("apiGroups", []), need.group)
-               and matches(rule.get("resources", []), need.resource)
-               and matches(rule.get("verbs", []), need.verb) for rule in rules)
+    return generate.needs(REPO, watches.load(REPO / "watches.yaml"))
 
 
 def test_derived_needs_include_what_the_samples_create() -> None:
@@ -323,7 +167,7 @@ def test_derived_needs_include_what_the_samples_create() -> None:
     ("data:\n  kind: nested\n", []),
 ])
 def test_template_kinds(text: str, expected: list[tuple[str, str]]) -> None:
-    assert template_kinds(text) == expected
+    assert rbac.template_kinds(text) == expected
 
 
 def test_cluster_role_allows_everything_the_operator_and_automation_do() -> None:

@@ -23,6 +23,7 @@ class OperatorProcess:
         self.watches = watches
         self.artifacts = workdir / "runner"
         self.log_path = workdir / "operator.log"
+        workdir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "hybrid_operator.cli", "--log-format", "json", "run",
                    "--watches-file", str(watches), "--kubeconfig", str(cluster.kubeconfig),
                    "--artifacts-dir", str(self.artifacts), "--ansible-verbosity", "0", *args]

@@ -1,0 +1,14 @@
+{{/* Every object is named after the release (the CR), unique per namespace. */}}
+{{- define "${lower}.fullname" -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "${lower}.selectorLabels" -}}
+app.kubernetes.io/name: ${lower}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "${lower}.labels" -}}
+{{ include "${lower}.selectorLabels" . }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
