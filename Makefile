@@ -7,7 +7,7 @@ STAMP := $(VENV)/.setup-done
 export PATH := $(BIN):$(PATH)
 PYTEST_FLAGS ?=
 
-.PHONY: setup run cluster test test-unit test-integration lint bench-cluster clean
+.PHONY: setup run cluster test test-unit test-integration lint bench-cluster clean manifests molecule
 
 setup: $(STAMP)
 
@@ -39,6 +39,12 @@ test-integration: setup
 
 test: setup lint
 	$(BIN)/pytest -q $(PYTEST_FLAGS)
+
+manifests: setup  ## config/crd, config/rbac, config/manager from watches.yaml, schemas/ and the automation
+	$(BIN)/hybrid-operator generate all
+
+molecule: setup  ## every molecule/ scenario, each against its own embedded cluster (MOLECULE_KUBECONFIG reuses one)
+	$(BIN)/molecule test --all
 
 bench-cluster: setup
 	$(BIN)/python benchmarks/cluster_bench.py

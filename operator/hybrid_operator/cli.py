@@ -109,6 +109,33 @@ def _operator_options(parser: argparse.ArgumentParser, artifacts: Path) -> None:
                                              "instead of the manifest")
     parser.add_argument("--helm-timeout", type=_duration, default=timedelta(minutes=5),
                         help="Helm: --timeout of each helm install/upgrade/rollback/uninstall (default 5m)")
+    _operations_options(parser)
+
+
+def _operations_options(parser: argparse.ArgumentParser) -> None:
+    """Metrics, probes, leader election and shutdown (docs/operations.md)."""
+    parser.add_argument("--metrics-bind-address", "--metrics-addr", default=":8080",
+                        help="Prometheus /metrics address, host:port or :port; 0 turns it off (default :8080)")
+    parser.add_argument("--health-probe-bind-address", default=":8081",
+                        help="/healthz and /readyz address; 0 turns it off (default :8081)")
+    parser.add_argument("--leader-elect", "--enable-leader-election", type=_bool, nargs="?", const=True,
+                        default=False, metavar="BOOL",
+                        help="only the holder of a Lease reconciles; other replicas stand by (default false)")
+    parser.add_argument("--leader-election-id", default=None,
+                        help="name of the Lease (default $OPERATOR_NAME, else hybrid-operator)")
+    parser.add_argument("--leader-election-namespace", default="",
+                        help="namespace of the Lease (default $POD_NAMESPACE, the pod's namespace, else default)")
+    parser.add_argument("--leader-elect-lease-duration", type=_duration, default=timedelta(seconds=15),
+                        help="how long a standby waits before taking an unrenewed Lease (default 15s)")
+    parser.add_argument("--leader-elect-renew-deadline", type=_duration, default=timedelta(seconds=10),
+                        help="how long the leader keeps trying to renew before it stops reconciling (default 10s)")
+    parser.add_argument("--leader-elect-retry-period", type=_duration, default=timedelta(seconds=2),
+                        help="time between leader election attempts (default 2s)")
+    parser.add_argument("--graceful-shutdown-timeout", type=_duration, default=timedelta(seconds=30),
+                        help="on SIGTERM, how long runs in progress may take to finish before they are "
+                             "cancelled (default 30s)")
+    parser.add_argument("--readiness-window", type=_duration, default=timedelta(seconds=15),
+                        help="/readyz fails when a watched kind showed no sign of life for longer (default 15s)")
 
 
 def _authoring_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -248,6 +275,16 @@ def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
         helm_history_max=max(0, args.history_max),
         helm_manifest_digest=args.helm_manifest_digest,
         helm_timeout=args.helm_timeout,
+        metrics_bind_address=args.metrics_bind_address,
+        health_probe_bind_address=args.health_probe_bind_address,
+        leader_elect=args.leader_elect,
+        leader_election_id=args.leader_election_id or environ.get("OPERATOR_NAME") or defaults.leader_election_id,
+        leader_election_namespace=args.leader_election_namespace,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+        graceful_shutdown_timeout=args.graceful_shutdown_timeout,
+        readiness_window=args.readiness_window,
         environ=environ,
     )
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import aiohttp
 import kubernetes
+import urllib3
 import yaml
 from kubernetes.client.exceptions import ApiException
 
@@ -103,12 +104,12 @@ class ClusterClient:
     # -- raw calls ---------------------------------------------------------------
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = JSON,
-                query: list[tuple[str, str]] | None = None) -> Any:
+                query: list[tuple[str, str]] | None = None, timeout: float = 60) -> Any:
         """One API call; returns the decoded JSON answer. Raises ApiException."""
-        return self._call(method, path, body, content_type, query)[1]
+        return self._call(method, path, body, content_type, query, timeout)[1]
 
     def _call(self, method: str, path: str, body: Any = None, content_type: str = JSON,
-              query: list[tuple[str, str]] | None = None) -> tuple[int, Any]:
+              query: list[tuple[str, str]] | None = None, timeout: float = 60) -> tuple[int, Any]:
         """One API call; returns the HTTP status and the decoded JSON answer. Raises ApiException."""
         headers = {"Accept": JSON, "Content-Type": content_type}
         method, url, headers, payload, post = self._api.param_serialize(
@@ -116,7 +117,7 @@ class ClusterClient:
             auth_settings=["BearerToken"],
         )
         response = self._api.call_api(method, url, header_params=headers, body=payload, post_params=post,
-                                      _request_timeout=60)
+                                      _request_timeout=timeout)
         response.read()  # type: ignore[no-untyped-call]
         if not 200 <= int(response.status) < 300:
             raise ApiException(http_resp=response)
@@ -333,6 +334,48 @@ class ClusterClient:
         except ApiException as exc:
             log.warning("event not posted", extra={"reason": reason, "status": exc.status})
 
+    # -- health and leader election ---------------------------------------------------
+
+    def probe(self, ref: ResourceRef, namespace: str = "", timeout: float = 5) -> None:
+        """A cheap read of a kind (LIST limit=1): is it served and can we read it? TemporaryError if not."""
+        try:
+            self.request("GET", ref.path(namespace), query=[("limit", "1")], timeout=timeout)
+        except ApiException as exc:
+            raise _temporary("list", ref, "", exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise errors.TemporaryError(f"could not list {ref.kind}: {type(exc).__name__}") from exc
+
+    def get_lease(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
+        """A coordination.k8s.io/v1 Lease, None when absent; TemporaryError when the API cannot answer."""
+        try:
+            found: dict[str, Any] = self.request("GET", f"{_LEASES.format(namespace)}/{name}", timeout=timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise _lease_error("read", name, exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _lease_error("read", name, exc) from exc
+        return found
+
+    def write_lease(self, namespace: str, lease: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """Create the Lease (no resourceVersion) or replace it (guarded by its resourceVersion).
+
+        Returns the stored Lease, or None when someone else wrote it first (409 conflict / already exists).
+        """
+        name = str(lease["metadata"]["name"])
+        create = not lease["metadata"].get("resourceVersion")
+        method, path = ("POST", _LEASES.format(namespace)) if create else \
+            ("PUT", f"{_LEASES.format(namespace)}/{name}")
+        try:
+            written: dict[str, Any] = self.request(method, path, lease, timeout=timeout)
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise _lease_error("write", name, exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _lease_error("write", name, exc) from exc
+        return written
+
     # -- connection --------------------------------------------------------------
 
     def connection(self) -> Connection:
@@ -367,10 +410,20 @@ class ClusterClient:
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.with_suffix(".tmp")
-        temp.write_text(yaml.safe_dump(document))
-        temp.chmod(0o600)
+        temp.unlink(missing_ok=True)
+        # created 0600: it holds the operator's token
+        with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+            handle.write(yaml.safe_dump(document))
         temp.replace(path)
         return path
+
+
+_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{}/leases"
+
+
+def _lease_error(action: str, name: str, exc: Exception) -> errors.TemporaryError:
+    detail = f"API answered {exc.status} {exc.reason}" if isinstance(exc, ApiException) else type(exc).__name__
+    return errors.TemporaryError(f"could not {action} the leader election lease {name}: {detail}", delay=1)
 
 
 def _temporary(action: str, ref: ResourceRef, name: str, exc: ApiException) -> errors.TemporaryError:

@@ -29,7 +29,6 @@ import yaml
 
 from hybrid_operator import manifest_yaml, project, rbac, watches
 from hybrid_operator.errors import ConfigurationError
-from hybrid_operator.localcluster.resources import Registry
 
 Target = Literal["crd", "rbac", "manager", "all"]
 TARGETS: tuple[Target, ...] = ("crd", "rbac", "manager", "all")
@@ -194,22 +193,30 @@ def crd_files(root: Path, loaded: list[watches.Watch]) -> dict[str, str]:
     return files
 
 
-def registry_for(crds: list[dict[str, Any]]) -> Registry:
-    found = Registry.with_builtins()
-    for crd in crds:
-        found.register_crd(crd)
-    return found
+# Kubernetes resource names are the lower-cased kind, pluralized by English rules, with these exceptions.
+IRREGULAR_PLURALS = {"Endpoints": "endpoints"}
+
+
+def plural_of(kind: str) -> str:
+    """The resource name of a built-in kind (``NetworkPolicy`` -> ``networkpolicies``)."""
+    if kind in IRREGULAR_PLURALS:
+        return IRREGULAR_PLURALS[kind]
+    lower = kind.lower()
+    if lower.endswith(("s", "x", "z", "ch", "sh")):
+        return lower + "es"
+    if lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
+        return lower[:-1] + "ies"
+    return lower + "s"
 
 
 def needs(root: Path, loaded: list[watches.Watch]) -> list[rbac.Need]:
     """What the operator and the automation of the project at ``root`` need (see :mod:`rbac`)."""
     apis = api_kinds(root, loaded)
-    registry = registry_for([crd_document(api) for api in apis])
+    own = {(api.group, api.schema.kind): api.schema.plural for api in apis}
 
     def resolve(api_version: str, kind: str) -> tuple[str, str] | None:
-        group, _, version = api_version.rpartition("/")
-        info = registry.by_kind(group, version, kind)
-        return (info.group, info.plural) if info else None
+        group = api_version.rpartition("/")[0]
+        return group, own.get((group, kind)) or plural_of(kind)
 
     return rbac.derive_needs(root, watched_kinds(apis), resolve)
 

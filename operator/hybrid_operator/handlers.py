@@ -11,8 +11,10 @@ so reconciles stay level-triggered: an event only says "look again".
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import signal
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import kopf
@@ -53,22 +55,55 @@ def build_registry(watches: Sequence[Watch], on_event: EventCallback, connection
     return registry
 
 
+class RetryForever:
+    """kopf's API retry delays, never exhausted: 1, 1, 2, 3, then every ``cap`` seconds.
+
+    kopf gives up on a request after its last backoff, and a watch whose request gave up ends for
+    good; with this the watches wait out an API server outage of any length and resume when it is back.
+    Iterable again for every request (kopf calls ``iter`` per request).
+    """
+
+    def __init__(self, cap: float = 5.0) -> None:
+        self.cap = cap
+
+    def __iter__(self) -> Iterator[float]:
+        yield from (1.0, 1.0, 2.0, 3.0)
+        yield from itertools.repeat(self.cap)
+
+
 def operator_settings() -> kopf.OperatorSettings:
+    """kopf's settings: no peering or posting, and watches that recover by themselves.
+
+    * the server closes every watch after ``server_timeout`` (300 s) and kopf re-opens it; a stream
+      silent for ``client_timeout`` (330 s) is dropped client-side;
+    * a stream with no event and no bookmark for ``inactivity_timeout`` (70 s, kopf's default; the
+      API server sends bookmarks about once a minute, the embedded one every 30 s) is re-opened: the
+      fix for watches that stall without a TCP error;
+    * failed requests (API server down, 5xx, timeouts) are retried forever (:class:`RetryForever`).
+    """
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     settings.watching.reconnect_backoff = 1.0
+    settings.watching.inactivity_timeout = 70.0
     settings.networking.request_timeout = 60
+    settings.networking.connect_timeout = 10
+    settings.networking.error_backoffs = RetryForever()
     settings.scanning.disabled = False
     return settings
 
 
 async def run(registry: kopf.OperatorRegistry, namespaces: Sequence[str], stop: asyncio.Event,
-              ready: asyncio.Event | None = None) -> None:
-    """Run kopf until ``stop`` is set."""
-    await kopf.operator(
+              ready: asyncio.Event | None = None, on_signal: Callable[[int], None] | None = None) -> None:
+    """Run kopf until ``stop`` is set.
+
+    kopf takes SIGINT/SIGTERM for itself when it starts in the main thread; with ``on_signal`` they
+    are handed back to the caller, whose shutdown sets ``stop`` when it is ready for kopf to end.
+    """
+    ignored = asyncio.all_tasks()
+    tasks = await kopf.spawn_tasks(
         registry=registry,
         settings=operator_settings(),
         standalone=True,
@@ -77,3 +112,8 @@ async def run(registry: kopf.OperatorRegistry, namespaces: Sequence[str], stop: 
         stop_flag=stop,
         ready_flag=ready,
     )
+    if on_signal is not None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+    await kopf.run_tasks(tasks, ignored=ignored)

@@ -38,7 +38,8 @@ from hybrid_operator import errors, helm_values, status
 from hybrid_operator.cluster import ClusterClient, ResourceRef
 from hybrid_operator.dependents import ChildKind
 from hybrid_operator.durations import DurationError, parse_duration
-from hybrid_operator.reconciler import Outcome
+from hybrid_operator.metrics import OperatorMetrics
+from hybrid_operator.reconciler import Outcome, RunCancel
 from hybrid_operator.runners.helm import DEPLOYED, PENDING, ActionOptions, HelmClient, HelmError, HelmErrorKind
 from hybrid_operator.settings import Settings
 from hybrid_operator.watches import HelmWatch
@@ -195,13 +196,16 @@ class HelmReconciler:
     """Reconciles the CRs of one Helm watch (implements :class:`hybrid_operator.reconciler.Reconciler`)."""
 
     def __init__(self, watch: HelmWatch, cluster: ClusterClient, helm: HelmClient, settings: Settings,
-                 slots: asyncio.Semaphore, chart_digest: str) -> None:
+                 slots: asyncio.Semaphore, chart_digest: str, *, metrics: OperatorMetrics | None = None,
+                 cancel: RunCancel | None = None) -> None:
         self.watch = watch
         self.cluster = cluster
         self.helm = helm
         self.settings = settings
         self.slots = slots
         self.chart_digest = chart_digest
+        self.metrics = metrics
+        self.cancel = cancel or RunCancel()
         self._wait_manifests: dict[tuple[str, str], str] = {}
         #: called with the resource and the kinds of its deployed manifest (dependent watches).
         self.on_children: Callable[[dict[str, Any], set[ChildKind]], Awaitable[None]] | None = None
@@ -229,12 +233,32 @@ class HelmReconciler:
         job = Job(ref, obj, options, time.monotonic())
         try:
             async with self.slots:
-                if _meta(obj).get("deletionTimestamp"):
-                    return await self._delete(job)
-                return await self._reconcile_live(job)
+                return await self._cancellable(job)
         except errors.TemporaryError as exc:
             self._log("reconcile deferred", namespace, name, error=str(exc))
             return Outcome(failed=True, retry_after=exc.delay)
+
+    async def _cancellable(self, job: Job) -> Outcome:
+        """The helm work of one reconcile, stopped when runs are cancelled (graceful shutdown timeout)."""
+        deleting = bool(_meta(job.obj).get("deletionTimestamp"))
+        work = asyncio.ensure_future(self._delete(job) if deleting else self._reconcile_live(job))
+        cancelled = asyncio.ensure_future(self.cancel.wait())
+        started = time.monotonic()
+        if self.metrics is not None:
+            self.metrics.active_runs.add(1, "helm")
+        try:
+            await asyncio.wait({work, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+            if not work.done():
+                work.cancel()  # helm gets SIGTERM, so the release is marked failed rather than left pending
+                await asyncio.gather(work, return_exceptions=True)
+            if self.metrics is not None:
+                self.metrics.active_runs.add(-1, "helm")
+                self.metrics.run_time.observe(time.monotonic() - started, "helm", self.watch.gvk.kind)
+        if work.cancelled():
+            return await self._irreconcilable(job, self.cancel.message())
+        return work.result()
 
     # -- live CRs ------------------------------------------------------------------------------
 

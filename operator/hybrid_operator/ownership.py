@@ -50,6 +50,9 @@ JSON_TYPES = frozenset({"application/json"})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", APPLY_PATCH})
 # The core-group paths /api/v1/namespaces/{name}/{sub} address a Namespace's own subresources.
 NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
+# Events describe objects, they are not parts of them: an Event about a resource must outlive it
+# (and a k8s_event posted by a finalizer would otherwise be garbage-collected with its resource).
+UNOWNED_PLURALS = frozenset({"events"})
 # A dependent must be readable and watchable; the SDK skips "virtual" kinds (reviews, bindings).
 WATCHABLE_VERBS = frozenset({"get", "list", "watch"})
 
@@ -169,7 +172,7 @@ def media_type(content_type: str | None) -> str:
 
 def plan_write(method: str, content_type: str | None, target: Target | None) -> Write | None:
     """Whether this request writes a whole object that should carry the owner link, and how."""
-    if target is None or target.subresource:
+    if target is None or target.subresource or target.plural in UNOWNED_PLURALS:
         return None
     media = media_type(content_type)
     if media not in JSON_TYPES | YAML_TYPES:

@@ -129,6 +129,18 @@ def _identity(value: Any) -> tuple[str, str, str, str]:
             str(meta.get("name", "")))
 
 
+NOISE = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp")
+
+
+def without_noise(obj: Any) -> Any:
+    """``obj`` without the server-maintained metadata that changes on every write."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        return obj
+    metadata = {key: value for key, value in obj["metadata"].items() if key not in NOISE}
+    cleaned = {key: value for key, value in obj.items() if key != "metadata"}
+    return {**cleaned, "metadata": metadata} if metadata else cleaned
+
+
 def change_of(event: dict[str, Any], cr: dict[str, Any]) -> Change | None:
     """The change a ``runner_on_ok`` event reports, None when the task changes nothing."""
     data: dict[str, Any] = event.get("event_data") or {}
@@ -150,7 +162,7 @@ def change_of(event: dict[str, Any], cr: dict[str, Any]) -> Change | None:
         api, kind, namespace, name = _identity(result if verb != "delete" else diff.get("before") or result)
         old = None if verb == "create" else diff.get("before")
         new = result if verb == "create" else None if verb == "delete" else diff.get("after")
-        return Change(verb, api, kind, namespace, name, old, new)
+        return Change(verb, api, kind, namespace, name, without_noise(old), without_noise(new))
     return Change("task", "", f"task {data.get('task', '?')!r} ({action})", "", "would report a change")
 
 
@@ -183,7 +195,8 @@ async def preview_ansible(watch: watches.AnsibleWatch, cr: dict[str, Any], clust
         raise PreviewError(f"the {watch.gvk.kind} automation failed in check mode: "
                            f"{result.failure_message or 'no result'}")
     changes = [change for event in events if (change := change_of(event, cr)) is not None]
-    changes += [Change("task", "", f"{method} {path}", "", "sent with dryRun=All") for method, path in guard.writes]
+    changes += [Change("task", "", f"{method} {path}", "", "a write without dryRun (sent with dryRun=All)")
+                for method, path in guard.writes]
     return changes
 
 

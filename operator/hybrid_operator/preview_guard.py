@@ -57,7 +57,11 @@ def dry_run_query(query: Mapping[str, str]) -> list[tuple[str, str]]:
 
 
 class DryRunGuard:
-    """A local HTTP endpoint forwarding reads and dry-running writes; records the writes it saw."""
+    """A local HTTP endpoint forwarding reads and dry-running writes.
+
+    ``writes`` records the writes that came without ``dryRun=All`` (a module ignoring check mode):
+    they were neutralized here, and the preview reports them.
+    """
 
     def __init__(self, upstream: Upstream, overlay: Mapping[str, dict[str, Any]] | None = None) -> None:
         self.upstream = upstream
@@ -111,7 +115,8 @@ class DryRunGuard:
         if method in READ_METHODS:
             return await self._forward(request, list(request.query.items()))
         if method in WRITE_METHODS:
-            self.writes.append((method, request.path))
+            if request.query.get("dryRun") != "All":
+                self.writes.append((method, request.path))
             return await self._forward(request, dry_run_query(request.query))
         return _status(405, "MethodNotAllowed", f"preview: {method} is not allowed")
 

@@ -13,10 +13,13 @@ says when to look again: the reconcile period (annotation > watch > flag), a
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import shlex
+import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +27,7 @@ from typing import Any, Protocol
 from hybrid_operator import errors, extravars, related, status
 from hybrid_operator.cluster import ClusterClient, ResourceRef
 from hybrid_operator.durations import DurationError, parse_duration
+from hybrid_operator.metrics import OperatorMetrics, gvk_label
 from hybrid_operator.proxy import OwnerProxy
 from hybrid_operator.runners import artifacts
 from hybrid_operator.runners.base import Runner, RunRequest, RunResult
@@ -37,6 +41,8 @@ RECONCILE_PERIOD = ANNOTATION_PREFIX + "reconcile-period"
 VERBOSITY = ANNOTATION_PREFIX + "verbosity"
 MAX_RUNNER_ARTIFACTS = ANNOTATION_PREFIX + "max-runner-artifacts"
 
+OUTPUT_VERBOSITY = 3
+MAX_OUTPUT = 64 * 1024
 REASON_SUCCEEDED = "ReconcileSucceeded"
 REASON_FAILED = "ReconcileFailed"
 
@@ -48,6 +54,31 @@ class Outcome:
     requeue_after: float | None = None
     failed: bool = False
     retry_after: float | None = None
+
+
+class RunCancel:
+    """Cancels the automation in progress (graceful shutdown timeout): runners poll :meth:`is_set` from
+    their threads, Helm reconciles await :meth:`wait`; ``reason`` ends up in the object's condition."""
+
+    def __init__(self) -> None:
+        self._flag = threading.Event()
+        self._event = asyncio.Event()
+        self.reason = ""
+
+    def cancel(self, reason: str) -> None:
+        """Cancel every run now and from now on (call from the event loop)."""
+        self.reason = reason
+        self._flag.set()
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._flag.is_set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+    def message(self) -> str:
+        return f"the run was cancelled: {self.reason}"
 
 
 class Reconciler(Protocol):
@@ -98,7 +129,8 @@ class AnsibleReconciler:
 
     def __init__(self, watch: AnsibleWatch, cluster: ClusterClient, runner: Runner, settings: Settings,
                  slots: asyncio.Semaphore, kubeconfig: Path, env: dict[str, str],
-                 proxy: OwnerProxy | None = None) -> None:
+                 proxy: OwnerProxy | None = None, *, metrics: OperatorMetrics | None = None,
+                 cancel: RunCancel | None = None) -> None:
         self.watch = watch
         self.cluster = cluster
         self.runner = runner
@@ -107,6 +139,9 @@ class AnsibleReconciler:
         self.kubeconfig = kubeconfig
         self.env = env
         self.proxy = proxy
+        self.metrics = metrics
+        self.cancel = cancel or RunCancel()
+        self.gvk_label = gvk_label(watch.gvk.group, watch.gvk.version, watch.gvk.kind)
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         gvk = self.watch.gvk
@@ -194,7 +229,26 @@ class AnsibleReconciler:
             extra_vars=extra,
         )
         async with self.slots:
-            return await self.runner.run(request)
+            result = await self._timed(request)
+        if result.artifact_dir is not None:
+            await asyncio.to_thread(scrub_command_env, result.artifact_dir)
+        if result.cancelled and self.cancel.is_set():
+            result = replace(result, error=self.cancel.message())
+        self._log_output(obj, result, options.verbosity)
+        return result
+
+    async def _timed(self, request: RunRequest) -> RunResult:
+        """One run, counted in the runner metrics."""
+        if self.metrics is None:
+            return await self.runner.run(request, self.cancel)
+        self.metrics.active_runs.add(1, "ansible")
+        try:
+            result = await self.runner.run(request, self.cancel)
+        finally:
+            self.metrics.active_runs.add(-1, "ansible")
+        self.metrics.run_time.observe(result.duration, "ansible", self.watch.gvk.kind)
+        self.metrics.sdk_reconciles.observe(result.duration, self.gvk_label)
+        return result
 
     async def _record(self, ref: ResourceRef, obj: dict[str, Any], result: RunResult,
                       options: RunOptions, *, finalizer: bool = False) -> Outcome:
@@ -218,6 +272,8 @@ class AnsibleReconciler:
             return status.succeeded(new, counts, now, generation)
 
         await self._write_status(ref, obj, compute, force=True)
+        if self.metrics is not None:
+            self.metrics.sdk_result.add(1, self.gvk_label, "succeeded" if result.succeeded else "failed")
         if result.succeeded:
             await asyncio.to_thread(self.cluster.post_event, obj, "Normal", REASON_SUCCEEDED,
                                     f"{'finalizer ' if finalizer else ''}run succeeded: ok={result.ok} "
@@ -248,12 +304,54 @@ class AnsibleReconciler:
             return current
         return await asyncio.to_thread(self.cluster.patch_status, ref, _ns(current), _name(current), patch)
 
+    def _log_output(self, obj: dict[str, Any], result: RunResult, verbosity: int) -> None:
+        """Task output goes to the log at verbosity 3 and above (``-vvv``), or with ``--log-level debug``."""
+        if verbosity < OUTPUT_VERBOSITY and not log.isEnabledFor(logging.DEBUG):
+            return
+        if result.artifact_dir is None:
+            return
+        stdout = result.artifact_dir / "stdout"
+        try:
+            text = stdout.read_text(errors="replace")
+        except OSError:
+            return
+        log.info("run output", extra={"kind": self.watch.gvk.kind, "namespace": _ns(obj), "cr": _name(obj),
+                                      "output": text[-MAX_OUTPUT:]})
+
     def _log_run(self, obj: dict[str, Any], result: RunResult, outcome: str, *, finalizer: bool) -> None:
         log.info("run finished", extra={
             "kind": self.watch.gvk.kind, "namespace": _ns(obj), "cr": _name(obj), "outcome": outcome,
             "finalizer": finalizer, "duration": round(result.duration, 3), "ok": result.ok,
             "changed": result.changed, "failed": result.failures, "error": result.error or "",
         })
+
+
+#: variables of the run environment whose values are kept in the ``command`` artifact (set by the
+#: operator, never secret); every other value is replaced by :data:`REDACTED`.
+KEPT_ENV = frozenset({"PATH", "HOME", "LANG", "KUBECONFIG", "K8S_AUTH_KUBECONFIG", "ANSIBLE_COLLECTIONS_PATH",
+                      "ANSIBLE_ROLES_PATH", "ANSIBLE_NOCOLOR", "ANSIBLE_GATHERING", "ANSIBLE_LOCAL_TEMP",
+                      "HYBRID_OPERATOR_METRICS_URL", "PYTHONPATH", "VIRTUAL_ENV"})
+REDACTED = "**redacted**"
+
+
+def scrub_command_env(run_dir: Path) -> bool:
+    """Redact the environment ansible-runner stores in ``<run>/command`` (it writes the WHOLE process
+    environment there: credentials the operator got as variables would stay on disk). Keys stay, so
+    the artifact still says which variables were set. True when the file was rewritten."""
+    path = run_dir / "command"
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    env = document.get("env") if isinstance(document, dict) else None
+    if not isinstance(env, dict):
+        return False
+    document["env"] = {k: (v if k in KEPT_ENV else REDACTED) for k, v in env.items()}
+    temp = path.with_suffix(".tmp")
+    with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+        json.dump(document, handle)
+    temp.replace(path)
+    return True
 
 
 def _ns(obj: dict[str, Any]) -> str:

@@ -4,8 +4,9 @@ Loads and validates ``watches.yaml`` (fatal on any problem), connects to the
 cluster, builds the runners (ansible-runner, and helm when there are Helm
 entries: its binary and every chart are checked at startup) and one reconciler
 per watch -- Ansible and Helm kinds side by side -- and runs them until
-SIGTERM/SIGINT.  This is the composition root: it is the one place that knows
-every concrete class.
+SIGTERM/SIGINT, with the metrics, probe and playbook-metrics endpoints and,
+with ``--leader-elect``, the leader election (docs/operations.md).  This is
+the composition root: it is the one place that knows every concrete class.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-from hybrid_operator import app, errors, watches
+from aiohttp import web
+
+from hybrid_operator import __version__, app, errors, health, leader, watches
 from hybrid_operator.cluster import ClusterClient
 from hybrid_operator.helm_reconciler import HelmReconciler
+from hybrid_operator.leader import ElectionConfig, LeaderElector
+from hybrid_operator.metrics import OperatorMetrics, metrics_app, user_metrics_app
 from hybrid_operator.ownership import ChildRef, OwnerKey
 from hybrid_operator.proxy import OwnerProxy, Upstream
-from hybrid_operator.reconciler import AnsibleReconciler, Reconciler
+from hybrid_operator.reconciler import AnsibleReconciler, Reconciler, RunCancel
 from hybrid_operator.runners.ansible import AnsibleRunner
 from hybrid_operator.runners.helm import HelmClient, HelmError, chart_digest, find_helm
 from hybrid_operator.settings import Settings
@@ -35,6 +40,8 @@ log = logging.getLogger("hybrid_operator.runtime")
 Companion = Callable[[ClusterClient, asyncio.Event], Coroutine[Any, Any, None]]
 
 COLLECTIONS = Path(__file__).resolve().parent / "ansible" / "collections"
+#: where operator_sdk.util.osdk_metric POSTs playbook metrics (set for every run)
+METRICS_URL_ENV = "HYBRID_OPERATOR_METRICS_URL"
 
 
 def ansible_env(settings: Settings) -> dict[str, str]:
@@ -72,11 +79,30 @@ async def _helm_client(settings: Settings, loaded: list[watches.Watch], kubeconf
 
 def _reconciler(watch: watches.Watch, cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None,
                 settings: Settings, slots: asyncio.Semaphore, run_kubeconfig: Path,
-                env: dict[str, str], proxy: OwnerProxy) -> Reconciler:
+                env: dict[str, str], proxy: OwnerProxy, metrics: OperatorMetrics, cancel: RunCancel) -> Reconciler:
     if isinstance(watch, watches.HelmWatch):
         assert helm is not None
-        return HelmReconciler(watch, cluster, helm, settings, slots, chart_digest(watch.chart))
-    return AnsibleReconciler(watch, cluster, runner, settings, slots, run_kubeconfig, env, proxy)
+        return HelmReconciler(watch, cluster, helm, settings, slots, chart_digest(watch.chart), metrics=metrics,
+                              cancel=cancel)
+    return AnsibleReconciler(watch, cluster, runner, settings, slots, run_kubeconfig, env, proxy, metrics=metrics,
+                             cancel=cancel)
+
+
+def _elector(settings: Settings, cluster: ClusterClient, operator: app.Operator) -> LeaderElector:
+    config = ElectionConfig(
+        name=settings.leader_election_id,
+        namespace=settings.leader_election_namespace or leader.default_namespace(dict(settings.environ)),
+        identity=leader.default_identity(),
+        lease_duration=settings.lease_duration.total_seconds(),
+        renew_deadline=settings.renew_deadline.total_seconds(),
+        retry_period=settings.retry_period.total_seconds(),
+    )
+    return LeaderElector(cluster, config, operator.start_leading, operator.stop_leading)
+
+
+def _bound_port(runner: web.AppRunner | None) -> int:
+    assert runner is not None
+    return int(next(a for a in runner.addresses if isinstance(a, tuple))[1])
 
 
 async def _serve(settings: Settings, loaded: list[watches.Watch],
@@ -89,7 +115,24 @@ async def _serve(settings: Settings, loaded: list[watches.Watch],
     runner = AnsibleRunner(max_workers=settings.max_workers, timeout=settings.run_timeout.total_seconds(),
                            project_dir=settings.watches_file.resolve().parent)
     slots = asyncio.Semaphore(max(1, settings.max_workers))
-    env = ansible_env(settings)
+    metrics = OperatorMetrics(__version__)
+    cancel = RunCancel()
+    servers: list[web.AppRunner | None] = []
+    try:
+        servers.append(await health.serve(user_metrics_app(metrics.user), "127.0.0.1:0", "user-metrics"))
+        env = {**ansible_env(settings), METRICS_URL_ENV: f"http://127.0.0.1:{_bound_port(servers[0])}/metrics"}
+        return await _operate(settings, loaded, companions, cluster, runner, helm, slots, run_kubeconfig, env,
+                              metrics, cancel, servers)
+    finally:
+        await runner.close()
+        for server in servers:
+            await health.stop(server)
+
+
+async def _operate(settings: Settings, loaded: list[watches.Watch], companions: Sequence[Companion],
+                   cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None, slots: asyncio.Semaphore,
+                   run_kubeconfig: Path, env: dict[str, str], metrics: OperatorMetrics, cancel: RunCancel,
+                   servers: list[web.AppRunner | None]) -> int:
     connection = cluster.connection()
     upstream = Upstream(server=connection.server, ca_data=connection.ca_data, token=connection.token,
                         cert_file=connection.cert_file, key_file=connection.key_file, insecure=connection.insecure)
@@ -100,25 +143,39 @@ async def _serve(settings: Settings, loaded: list[watches.Watch],
 
     proxy = OwnerProxy(upstream, inject=settings.inject_owner_ref, on_child=child_written)
     await proxy.start()
-    reconcilers = [_reconciler(w, cluster, runner, helm, settings, slots, run_kubeconfig, env, proxy)
-                   for w in loaded]
-    operator = app.Operator(settings, loaded, cluster, reconcilers)
-    owners.append(operator)
-    for watch, reconciler in zip(loaded, reconcilers, strict=True):
-        if isinstance(reconciler, HelmReconciler):
-            reconciler.on_children = functools.partial(operator.helm_children, watch)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(companion(cluster, stop)) for companion in companions]
     try:
-        await operator.run(stop)
+        reconcilers = [_reconciler(w, cluster, runner, helm, settings, slots, run_kubeconfig, env, proxy, metrics,
+                                   cancel) for w in loaded]
+        names = app.controller_names(loaded)
+        readiness = health.Readiness(names, window=settings.readiness_window.total_seconds())
+
+        async def probe() -> None:
+            await health.probe_watches(cluster, list(zip(names, loaded, strict=True)), settings.namespaces,
+                                       readiness)
+
+        operator = app.Operator(settings, loaded, cluster, reconcilers, metrics=metrics, readiness=readiness,
+                                run_cancel=cancel, background=[probe])
+        owners.append(operator)
+        for watch, reconciler in zip(loaded, reconcilers, strict=True):
+            if isinstance(reconciler, HelmReconciler):
+                reconciler.on_children = functools.partial(operator.helm_children, watch)
+        if settings.leader_elect:
+            elector = operator.elector = _elector(settings, cluster, operator)
+            readiness.election = lambda: elector.leading or elector.healthy()
+        servers.append(await health.serve(metrics_app(metrics.render), settings.metrics_bind_address, "metrics"))
+        servers.append(await health.serve(health.health_app(readiness), settings.health_probe_bind_address,
+                                          "health"))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, operator.handle_signal, sig)
+        tasks = [asyncio.create_task(companion(cluster, operator.stop)) for companion in companions]
+        try:
+            await operator.run()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await runner.close()
         await proxy.stop()
     return 0
 

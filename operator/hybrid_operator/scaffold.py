@@ -122,6 +122,9 @@ class _Api:
 
 
 def _validate(root: Path, request: ApiRequest, config: project.ProjectConfig) -> _Api:
+    if not (root / "watches.yaml").is_file():
+        raise ConfigurationError(f"{root / 'watches.yaml'} not found: run `hybrid-operator init` first, or run "
+                                 "create api in the project directory (--project-dir)")
     if not _KIND.fullmatch(request.kind):
         raise ConfigurationError(f"invalid --kind {request.kind!r}: use CamelCase starting with an uppercase "
                                  "letter, letters and digits only (e.g. Memcached)")
@@ -147,9 +150,6 @@ def _validate(root: Path, request: ApiRequest, config: project.ProjectConfig) ->
 
 def _check_not_watched(root: Path, kind: str) -> None:
     path = root / "watches.yaml"
-    if not path.is_file():
-        raise ConfigurationError(f"{path} not found: run `hybrid-operator init` first, or run create api in "
-                                 "the project directory")
     try:
         entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
     except yaml.YAMLError as exc:

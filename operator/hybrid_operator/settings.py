@@ -52,6 +52,27 @@ class Settings:
     #: ``--helm-timeout``: helm's ``--timeout`` for each install/upgrade/rollback/uninstall; a helm process
     #: still running 30 s after that is stopped.
     helm_timeout: timedelta = timedelta(minutes=5)
+    #: ``--metrics-bind-address``: Prometheus ``/metrics`` (default ``:8080``; ``0`` turns it off).
+    metrics_bind_address: str = ":8080"
+    #: ``--health-probe-bind-address``: ``/healthz`` and ``/readyz`` (default ``:8081``; ``0`` turns it off).
+    health_probe_bind_address: str = ":8081"
+    #: ``--leader-elect``: only the holder of a Lease reconciles; the other replicas stand by.
+    leader_elect: bool = False
+    #: ``--leader-election-id``: the Lease's name (default ``OPERATOR_NAME``, else ``hybrid-operator``).
+    leader_election_id: str = "hybrid-operator"
+    #: ``--leader-election-namespace``: the Lease's namespace (default ``POD_NAMESPACE``, the service
+    #: account's namespace, else ``default``); empty means that default.
+    leader_election_namespace: str = ""
+    #: ``--leader-elect-lease-duration`` (15s), ``--leader-elect-renew-deadline`` (10s),
+    #: ``--leader-elect-retry-period`` (2s): client-go's durations.
+    lease_duration: timedelta = timedelta(seconds=15)
+    renew_deadline: timedelta = timedelta(seconds=10)
+    retry_period: timedelta = timedelta(seconds=2)
+    #: ``--graceful-shutdown-timeout``: on SIGTERM, runs in progress may finish within this; then they
+    #: are cancelled (default 30s).
+    graceful_shutdown_timeout: timedelta = timedelta(seconds=30)
+    #: ``--readiness-window``: ``/readyz`` fails when a watched kind showed no sign of life for longer.
+    readiness_window: timedelta = timedelta(seconds=15)
     #: environment the process was started with (for per-kind overrides).
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 

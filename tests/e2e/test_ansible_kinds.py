@@ -224,7 +224,12 @@ def test_artifacts_are_rotated_and_removed_with_the_cr(cluster: Cluster, fixture
 
 def test_spec_values_are_never_templated(cluster: Cluster, fixture_kinds: OperatorProcess) -> None:
     payload = "{{ lookup('pipe', 'id') }}"
-    apply(cluster, e2e_cr("Echo", "e1", {"value": payload, "nested": {"inner": payload}}))
+    resource = e2e_cr("Echo", "e1", {"value": payload, "nested": {"inner": payload}})
+    resource["metadata"]["annotations"] = {"ansible.sdk.operatorframework.io/verbosity": "3"}
+    apply(cluster, resource)
     obj = wait_for(lambda: successful(cluster, "echo", "e1"), "Echo e1 to succeed")
     assert obj["status"]["echoed"] == payload
     assert obj["status"]["nestedEchoed"] == payload
+    # verbosity 3 (the annotation) puts the task output into the operator's log
+    outputs = [r for r in fixture_kinds.log_records() if r.get("msg") == "run output" and r.get("cr") == "e1"]
+    assert outputs and "Echo the spec value back" in outputs[0]["output"]

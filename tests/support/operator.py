@@ -26,7 +26,9 @@ class OperatorProcess:
         workdir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "hybrid_operator.cli", "--log-format", "json", "run",
                    "--watches-file", str(watches), "--kubeconfig", str(cluster.kubeconfig),
-                   "--artifacts-dir", str(self.artifacts), "--ansible-verbosity", "0", *args]
+                   "--artifacts-dir", str(self.artifacts), "--ansible-verbosity", "0",
+                   # any free port (the log says which); a test may pass its own
+                   "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0", *args]
         env = cluster.env()
         env["ANSIBLE_LOCAL_TEMP"] = str(workdir / "ansible-tmp")
         with self.log_path.open("ab") as log:
@@ -46,6 +48,13 @@ class OperatorProcess:
     def runs(self, name: str, kind: str | None = None) -> list[dict[str, Any]]:
         return [r for r in self.log_records() if r.get("msg") == "run finished" and r.get("cr") == name
                 and (kind is None or r.get("kind") == kind)]
+
+    def endpoint(self, what: str) -> str:
+        """``http://host:port`` of the ``metrics``/``health``/``user-metrics`` server, from the log."""
+        for record in self.log_records():
+            if record.get("msg") == "serving" and record.get("endpoint") == what:
+                return "http://" + str(record["address"]).split(",")[0]
+        return ""
 
     def stop(self) -> int:
         if self.process.poll() is None:

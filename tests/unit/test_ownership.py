@@ -205,3 +205,8 @@ def test_child_ref_falls_back_to_discovered_kind_and_path_name() -> None:
     assert (child.kind, child.name, child.namespace, child.api_version) == (
         "ClusterRole", "reader", "", "rbac.authorization.k8s.io/v1")
     assert child.child_kind.namespaced is False
+
+
+@pytest.mark.parametrize("path", ["/api/v1/namespaces/default/events", "/apis/events.k8s.io/v1/namespaces/ns/events"])
+def test_events_are_never_linked_to_an_owner(path: str) -> None:
+    assert ownership.plan_write("POST", "application/json", ownership.parse_path(path)) is None
