@@ -25,6 +25,7 @@ from typing import Any
 
 from hybrid_operator import errors, ownership
 from hybrid_operator.cluster import ClusterClient, ResourceRef
+from hybrid_operator.watches import GroupVersionKind
 
 log = logging.getLogger("hybrid_operator.dependents")
 
@@ -36,40 +37,33 @@ OwnerKind = tuple[str, str]  # (group, kind) of an owner
 Enqueue = Callable[[OwnerKind, str, str], None]  # owner kind, namespace, name
 
 
-@dataclass(frozen=True, order=True)
-class ChildKind:
-    """A watched dependent kind."""
+#: A watched dependent kind.
+ChildKind = GroupVersionKind
 
-    group: str
-    version: str
-    kind: str
 
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+def kind_text(kind: ChildKind) -> str:
+    """``group/version/Kind`` (the core group is empty: ``/v1/Service``), as kept in the annotation."""
+    return f"{kind.group}/{kind.version}/{kind.kind}"
 
-    def text(self) -> str:
-        return f"{self.group}/{self.version}/{self.kind}"
 
-    @classmethod
-    def parse(cls, text: str) -> ChildKind | None:
-        parts = text.strip().split("/")
-        if len(parts) != 3 or not parts[1] or not parts[2]:
-            return None
-        return cls(parts[0], parts[1], parts[2])
+def parse_kind(text: str) -> ChildKind | None:
+    parts = text.strip().split("/")
+    if len(parts) != 3 or not parts[1] or not parts[2]:
+        return None
+    return ChildKind(parts[0], parts[1], parts[2])
 
 
 def parse_kinds(annotation: str | None) -> set[ChildKind]:
     found = set()
     for part in (annotation or "").split(","):
-        kind = ChildKind.parse(part)
+        kind = parse_kind(part)
         if kind is not None:
             found.add(kind)
     return found
 
 
 def format_kinds(kinds: set[ChildKind]) -> str:
-    return ",".join(kind.text() for kind in sorted(kinds))
+    return ",".join(sorted(kind_text(kind) for kind in kinds))
 
 
 def essence(obj: dict[str, Any]) -> str:
@@ -150,7 +144,7 @@ class DependentWatches:
         watch = _Watch(child, {owner}, {owner} if helm else set())
         self._watches[child] = watch
         watch.task = asyncio.get_running_loop().create_task(self._follow(watch))
-        log.info("dependent watch started", extra={"child": child.text(), "owner": "/".join(owner)})
+        log.info("dependent watch started", extra={"child": kind_text(child), "owner": "/".join(owner)})
         return True
 
     async def close(self) -> None:
@@ -175,7 +169,7 @@ class DependentWatches:
             except asyncio.CancelledError:
                 raise
             except (errors.TemporaryError, OSError, ValueError) as exc:
-                log.warning("dependent watch failed", extra={"child": watch.child.text(), "error": str(exc),
+                log.warning("dependent watch failed", extra={"child": kind_text(watch.child), "error": str(exc),
                                                              "retry_in": delay})
                 await asyncio.sleep(delay)
                 delay = min(60.0, delay * 2)
@@ -192,7 +186,7 @@ class DependentWatches:
         kind = event.get("type")
         obj = event.get("object") or {}
         if kind == "ERROR":
-            raise errors.TemporaryError(f"watch of {watch.child.text()} ended: {obj.get('message', '')}")
+            raise errors.TemporaryError(f"watch of {kind_text(watch.child)} ended: {obj.get('message', '')}")
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             return
         meta = obj.get("metadata") or {}

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from support.cluster import REPO, Cluster
-from support.operator import OperatorProcess, condition, get_or_none, wait_for
+from support.operator import OperatorProcess, apply, condition, get_or_none, open_crd, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -24,28 +23,12 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 StartOperator = Callable[..., OperatorProcess]
 
 
-def apply(cluster: Cluster, document: dict[str, Any]) -> None:
-    cluster.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(document))
-
 
 def successful(cluster: Cluster, *ref: str) -> dict[str, Any] | None:
     obj = get_or_none(cluster, *ref)
     found = condition(obj, "Successful") if obj else None
     return obj if found and found["status"] == "True" else None
 
-
-def e2e_crd(kind: str) -> dict[str, Any]:
-    plural = kind.lower() + "s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.e2e.hybrid.dev"},
-        "spec": {"group": "e2e.hybrid.dev", "scope": "Namespaced",
-                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
-                 "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                                   "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                                   "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]},
-    }
 
 
 def e2e_cr(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +108,7 @@ def test_website_role_and_realibox_playbook_lifecycle(cluster: Cluster, start_op
 @pytest.fixture
 def fixture_kinds(cluster: Cluster, start_operator: StartOperator) -> OperatorProcess:
     for kind in ("Failing", "Broken", "Reporter", "Echo"):
-        apply(cluster, e2e_crd(kind))
+        apply(cluster, open_crd(kind))
     cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=30s")
     return start_operator(cluster, FIXTURES / "watches.yaml")
 

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from support.cluster import REPO, Cluster
-from support.operator import OperatorProcess, condition, get_or_none, wait_for
+from support.operator import OperatorProcess, apply, condition, get_or_none, open_crd, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -25,22 +24,6 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dependents"
 StartOperator = Callable[..., OperatorProcess]
 
 
-def apply(cluster: Cluster, document: dict[str, Any]) -> None:
-    cluster.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(document))
-
-
-def crd(kind: str) -> dict[str, Any]:
-    plural = kind.lower() + "s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.e2e.hybrid.dev"},
-        "spec": {"group": "e2e.hybrid.dev", "scope": "Namespaced",
-                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
-                 "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                                   "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                                   "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]},
-    }
 
 
 def successful_generation(cluster: Cluster, generation: int, *ref: str) -> dict[str, Any] | None:
@@ -75,7 +58,7 @@ def module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
     instance = Cluster(tmp_path_factory.mktemp("dependents-cluster"))
     instance.start()
     for kind in ("App", "Applied"):
-        apply(instance, crd(kind))
+        apply(instance, open_crd(kind))
     instance.kubectl("apply", "-f", str(REPO / "config" / "crd"))
     instance.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=30s")
     try:

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from support.cluster import REPO, Cluster
-from support.operator import OperatorProcess, condition, get_or_none, wait_for
+from support.operator import OperatorProcess, apply, condition, get_or_none, open_crd, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -35,22 +35,6 @@ OVERRIDE_ENV = {"E2E_MEMCACHED_TAG": "9.9.9-override", "E2E_MEMORY_MB": "32"}
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def apply(cluster: Cluster, document: dict[str, Any]) -> None:
-    cluster.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(document))
-
-
-def crd(kind: str) -> dict[str, Any]:
-    plural = kind.lower() + "s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{GROUP}"},
-        "spec": {"group": GROUP, "scope": "Namespaced",
-                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
-                 "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                                   "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                                   "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]},
-    }
 
 
 def cr(kind: str, name: str, spec: dict[str, Any], period: str = "1s", **annotations: str) -> dict[str, Any]:
@@ -119,7 +103,7 @@ def repo_operator(shared_cluster: Cluster, tmp_path_factory: pytest.TempPathFact
 def helm_operator(shared_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     """The Helm fixtures, with overrideValues taken from this process's environment, values masked."""
     for kind in ("Strict", "Dice", "Held", "Tuned"):
-        apply(shared_cluster, crd(kind))
+        apply(shared_cluster, open_crd(kind, GROUP))
     saved = {key: os.environ.get(key) for key in OVERRIDE_ENV}
     os.environ.update(OVERRIDE_ENV)
     try:

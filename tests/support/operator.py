@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from support.cluster import Cluster
 
@@ -96,3 +97,23 @@ def get_or_none(cluster: Cluster, *args: str) -> dict[str, Any] | None:
     return dict(json.loads(result.stdout))
 
 
+
+
+def apply(cluster: Cluster, document: dict[str, Any]) -> None:
+    """``kubectl apply`` one object given as a dict."""
+    cluster.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(document))
+
+
+def open_crd(kind: str, group: str = "e2e.hybrid.dev") -> dict[str, Any]:
+    """A namespaced v1 CRD with a status subresource and open spec/status schemas."""
+    plural = kind.lower() + "s"
+    open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                   "spec": open_object, "status": open_object}}}}]},
+    }
