@@ -12,8 +12,11 @@ microsecond resolution, so nanosecond parts are truncated.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 from fractions import Fraction
+
+from hybrid_operator.errors import PermanentError
 
 _NANOSECONDS_PER_UNIT: dict[str, int] = {
     "ns": 1,
@@ -100,3 +103,13 @@ def _trim(value: Fraction) -> str:
         return str(whole)
     digits = str(rest * 1_000_000 // value.denominator).rjust(6, "0").rstrip("0")
     return f"{whole}.{digits}"
+
+
+def annotation_duration(annotations: Mapping[str, str], key: str, default: timedelta) -> timedelta:
+    """The Go duration in annotation ``key``, else ``default``; a malformed one raises PermanentError naming it."""
+    if key not in annotations:
+        return default
+    try:
+        return parse_duration(str(annotations[key]))
+    except DurationError as exc:
+        raise PermanentError(f"annotation {key}: {exc}") from exc

@@ -37,7 +37,7 @@ import yaml
 from hybrid_operator import errors, helm_values, status
 from hybrid_operator.cluster import ClusterClient, ResourceRef
 from hybrid_operator.dependents import ChildKind
-from hybrid_operator.durations import DurationError, parse_duration
+from hybrid_operator.durations import annotation_duration
 from hybrid_operator.metrics import OperatorMetrics
 from hybrid_operator.reconciler import Outcome, RunCancel
 from hybrid_operator.runners.helm import DEPLOYED, PENDING, ActionOptions, HelmClient, HelmError, HelmErrorKind
@@ -94,12 +94,7 @@ class HelmOptions:
 def helm_options(obj: dict[str, Any], watch: HelmWatch, settings: Settings) -> HelmOptions:
     """Read the SDK's and helm-operator-plugins' annotations; a bad reconcile period raises PermanentError."""
     notes = (obj.get("metadata") or {}).get("annotations") or {}
-    period = watch.reconcile_period or settings.reconcile_period
-    if RECONCILE_PERIOD in notes:
-        try:
-            period = parse_duration(str(notes[RECONCILE_PERIOD]))
-        except DurationError as exc:
-            raise errors.PermanentError(f"annotation {RECONCILE_PERIOD}: {exc}") from exc
+    period = annotation_duration(notes, RECONCILE_PERIOD, watch.reconcile_period or settings.reconcile_period)
 
     def action(verb: str, force: bool = False) -> ActionOptions:
         return ActionOptions(no_hooks=parse_bool(notes.get(f"{PREFIX}{verb}-disable-hooks", ""), False),

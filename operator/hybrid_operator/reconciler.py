@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from hybrid_operator import errors, extravars, related, status
 from hybrid_operator.cluster import ClusterClient, ResourceRef
-from hybrid_operator.durations import DurationError, parse_duration
+from hybrid_operator.durations import annotation_duration
 from hybrid_operator.metrics import OperatorMetrics, gvk_label
 from hybrid_operator.proxy import OwnerProxy
 from hybrid_operator.runners import artifacts
@@ -99,12 +99,7 @@ class RunOptions:
 def run_options(obj: dict[str, Any], watch: AnsibleWatch, settings: Settings) -> RunOptions:
     """Read the SDK's annotations; a malformed one raises PermanentError naming it."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    period = watch.reconcile_period or settings.reconcile_period
-    if RECONCILE_PERIOD in annotations:
-        try:
-            period = parse_duration(str(annotations[RECONCILE_PERIOD]))
-        except DurationError as exc:
-            raise errors.PermanentError(f"annotation {RECONCILE_PERIOD}: {exc}") from exc
+    period = annotation_duration(annotations, RECONCILE_PERIOD, watch.reconcile_period or settings.reconcile_period)
     verbosity = settings.verbosity_for(watch.gvk)
     if VERBOSITY in annotations:
         text = str(annotations[VERBOSITY]).strip()
