@@ -33,6 +33,9 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="turn off the fake readiness/garbage-collection/namespace controllers")
     parser.add_argument("--bookmark-interval", type=float, default=30.0,
                         help="seconds between BOOKMARK events on idle watches (default 30)")
+    parser.add_argument("--audit-log", type=Path, default=None,
+                        help="append one JSON line per resource request (verb, group, resource, namespace, name, "
+                             "user agent) to this file")
     parser.add_argument("--watch-history", type=int, default=20000, help=argparse.SUPPRESS)
 
 
@@ -78,6 +81,8 @@ def _up_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--samples-dir", type=Path, default=Path("config/samples"),
                         help="resources to create if absent (config/samples)")
     parser.add_argument("--no-summary", action="store_true", help="log changes instead of the live summary")
+    parser.add_argument("--audit-log", type=Path, default=None,
+                        help="the local cluster appends one JSON line per resource request to this file")
     _operator_options(parser, artifacts=Path(".hybrid/runner"))
 
 
@@ -223,6 +228,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         controllers=not args.no_controllers,
         bookmark_interval=args.bookmark_interval,
+        audit_log=args.audit_log,
         watch_history=args.watch_history,
     )
     try:
@@ -307,7 +313,7 @@ def run_up(args: argparse.Namespace) -> int:
 
     options = up.UpOptions(port=args.port, data_dir=args.data_dir, kubeconfig=args.kubeconfig,
                            crd_dir=args.crd_dir, samples_dir=args.samples_dir, log_format=args.log_format,
-                           summary=not args.no_summary)
+                           summary=not args.no_summary, audit_log=args.audit_log)
     try:
         return up.run(options, _settings(args, args.kubeconfig))
     except errors.ConfigurationError as exc:

@@ -31,7 +31,7 @@ import urllib3
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from hybrid_operator import errors
+from hybrid_operator import __version__, errors
 
 log = logging.getLogger("hybrid_operator.cluster")
 
@@ -81,7 +81,7 @@ def _now() -> str:
 class ClusterClient:
     """Thin, typed access to the API server through the kubernetes client."""
 
-    def __init__(self, kubeconfig: Path | None) -> None:
+    def __init__(self, kubeconfig: Path | None, user_agent: str = f"hybrid-operator/{__version__}") -> None:
         self.kubeconfig = kubeconfig
         configuration = kubernetes.client.Configuration()
         try:
@@ -98,6 +98,7 @@ class ClusterClient:
             ) from exc
         self.configuration = configuration
         self._api = kubernetes.client.ApiClient(configuration)
+        self._api.user_agent = user_agent
         self._refs: dict[tuple[str, str, str], ResourceRef] = {}
         self._lock = threading.Lock()
 

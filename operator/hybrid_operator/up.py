@@ -24,13 +24,15 @@ from typing import Any
 
 import yaml
 
-from hybrid_operator import errors, runtime, watches
+from hybrid_operator import __version__, errors, runtime, watches
 from hybrid_operator.cluster import ClusterClient
 from hybrid_operator.settings import Settings
 
 log = logging.getLogger("hybrid_operator.up")
 
 FIELD_MANAGER = "hybrid-operator-up"
+#: what `up` itself installs (CRDs, samples) is sent with this user agent (audit logs tell it apart)
+USER_AGENT = f"hybrid-operator-up/{__version__}"
 SUMMARY_INTERVAL = 2.0
 
 
@@ -45,6 +47,7 @@ class UpOptions:
     samples_dir: Path
     log_format: str = "text"
     summary: bool = True
+    audit_log: Path | None = None
 
 
 def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
@@ -56,6 +59,8 @@ def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "hybrid_operator.cli", "--log-format", options.log_format, "cluster",
                "--port", str(options.port), "--data-dir", str(options.data_dir),
                "--kubeconfig", str(options.kubeconfig)]
+    if options.audit_log is not None:
+        command += ["--audit-log", str(options.audit_log)]
     with log_path.open("ab") as handle:
         process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
@@ -136,10 +141,11 @@ def render(rows: list[tuple[str, str, str, str]], kubeconfig: Path) -> str:
     return "\n".join([*lines, "", f"export KUBECONFIG={kubeconfig}    (Ctrl-C stops the operator and the cluster)"])
 
 
-def summary_companion(options: UpOptions, loaded: list[watches.Watch]) -> runtime.Companion:
+def summary_companion(options: UpOptions, loaded: list[watches.Watch], cluster: ClusterClient) -> runtime.Companion:
+    """Creates the samples, then follows the resources; with ``up``'s own client, not the operator's."""
     interactive = options.summary and sys.stdout.isatty()
 
-    async def follow(cluster: ClusterClient, stop: asyncio.Event) -> None:
+    async def follow(_: ClusterClient, stop: asyncio.Event) -> None:
         await asyncio.to_thread(install, cluster, options.samples_dir, create_only=True)
         previous: dict[tuple[str, str], str] = {}
         while not stop.is_set():
@@ -165,10 +171,10 @@ def run(options: UpOptions, settings: Settings) -> int:
     try:
         print(f"local cluster: https://127.0.0.1:{options.port} (data in {options.data_dir})", flush=True)
         print(f"export KUBECONFIG={options.kubeconfig.resolve()}", flush=True)
-        cluster = ClusterClient(options.kubeconfig)
+        cluster = ClusterClient(options.kubeconfig, user_agent=USER_AGENT)
         install(cluster, options.crd_dir, create_only=False)
         os.environ["KUBECONFIG"] = str(options.kubeconfig.resolve())
-        return runtime.serve(settings, loaded, [summary_companion(options, loaded)])
+        return runtime.serve(settings, loaded, [summary_companion(options, loaded, cluster)])
     finally:
         process.terminate()
         try:

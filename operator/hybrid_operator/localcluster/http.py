@@ -20,6 +20,7 @@ from aiohttp import web
 
 from hybrid_operator.localcluster import discovery, errors, protobuf, scaling, tables, watching
 from hybrid_operator.localcluster.api import PATCH_APPLY, PATCH_STRATEGIC, PATCH_TYPES, ObjectApi, WriteOptions
+from hybrid_operator.localcluster.audit import AuditLog, rbac_verb
 from hybrid_operator.localcluster.resources import ResourceInfo
 from hybrid_operator.localcluster.selectors import parse_field_selector, parse_label_selector
 
@@ -42,6 +43,7 @@ class ServerConfig:
     token: str
     address: str
     bookmark_interval: float = 30.0
+    audit: AuditLog | None = None
 
 
 API_KEY: web.AppKey[ObjectApi] = web.AppKey("api", ObjectApi)
@@ -292,10 +294,26 @@ def _write_scale(api: ObjectApi, target: Target, scale: Any, opts: WriteOptions)
     return respond(scaling.to_scale(outcome.obj), outcome.code, warnings=outcome.warnings)
 
 
+def _audit(request: web.Request, target: Target) -> None:
+    audit = request.app[CONFIG_KEY].audit
+    if audit is None:
+        return
+    watch = request.method == "GET" and request.query.get("watch", "") in TRUE_WORDS
+    audit.record({
+        "verb": rbac_verb(request.method, bool(target.name), watch),
+        "group": target.info.group,
+        "resource": target.info.plural + (f"/{target.subresource}" if target.subresource else ""),
+        "namespace": target.namespace or "",
+        "name": target.name,
+        "userAgent": request.headers.get("User-Agent", ""),
+    })
+
+
 async def dispatch(request: web.Request, target: Target) -> web.StreamResponse:
     api = request.app[API_KEY]
     info, namespace = target.info, target.namespace
     method = request.method
+    _audit(request, target)
     if method == "GET":
         if target.name:
             obj = api.get(info, namespace or "", target.name)

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from hybrid_operator.localcluster import controllers, http, tls
 from hybrid_operator.localcluster.api import ObjectApi, WriteOptions, random_token
+from hybrid_operator.localcluster.audit import AuditLog
 from hybrid_operator.localcluster.resources import Registry
 from hybrid_operator.localcluster.store import Store
 
@@ -45,6 +46,7 @@ class ClusterOptions:
     bookmark_interval: float = 30.0
     watch_history: int = 20000  # change events kept for watch resume (older RVs get 410 Expired)
     host: str = "127.0.0.1"
+    audit_log: Path | None = None  # one JSON line per resource request (--audit-log)
 
 
 def kubeconfig_text(server: str, token: str, ca_pem: bytes) -> str:
@@ -111,6 +113,7 @@ class ClusterServer:
         seed(self.api)
         self._runner: web.AppRunner | None = None
         self._controllers: controllers.Controllers | None = None
+        self._audit: AuditLog | None = None
         self.port = options.port
         cert_dir = Path(tempfile.mkdtemp(prefix="hybrid-certs-")) if options.in_memory else options.data_dir
         self.certs = tls.ensure(cert_dir)
@@ -120,8 +123,10 @@ class ClusterServer:
         return f"https://{self.options.host}:{self.port}"
 
     async def start(self) -> None:
+        if self.options.audit_log is not None:
+            self._audit = AuditLog(self.options.audit_log)
         config = http.ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
-                                   bookmark_interval=self.options.bookmark_interval)
+                                   bookmark_interval=self.options.bookmark_interval, audit=self._audit)
         app = http.build_app(self.api, config)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -145,6 +150,8 @@ class ClusterServer:
             await self._controllers.stop()
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._audit is not None:
+            self._audit.close()
         self.store.close()
         log.info("cluster stopped", extra={"url": self.url})
 
