@@ -266,8 +266,8 @@ def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
     environ = dict(os.environ)
     defaults = settings.Settings()
     return settings.Settings(
-        watches_file=args.watches_file,
-        kubeconfig=kubeconfig,
+        watches_file=args.watches_file.absolute(),
+        kubeconfig=kubeconfig.absolute() if kubeconfig else None,
         namespaces=settings.namespaces_from_env(environ),
         max_concurrent_reconciles=args.max_concurrent_reconciles or defaults.max_concurrent_reconciles,
         max_workers=args.max_workers or defaults.max_workers,
@@ -275,7 +275,7 @@ def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
         ansible_verbosity=args.ansible_verbosity,
         ansible_args=args.ansible_args,
         inject_owner_ref=args.inject_owner_ref,
-        artifacts_dir=args.artifacts_dir,
+        artifacts_dir=args.artifacts_dir.absolute(),  # runs have another working directory
         run_timeout=args.run_timeout,
         suppress_override_values=args.suppress_override_values,
         helm_history_max=max(0, args.history_max),

@@ -31,18 +31,22 @@ TEST_CLIENTS = ("kubectl/", "hybrid-operator-up/")
 
 
 class UpProcess:
+    """`hybrid-operator up` with its default, relative paths (.hybrid/...), run from a fresh directory."""
+
     def __init__(self, workdir: Path) -> None:
         self.port = free_port()
         self.cluster = Cluster(workdir, port=self.port)
+        self.cluster.data_dir = workdir / ".hybrid" / "cluster"
+        self.cluster.kubeconfig = workdir / ".hybrid" / "kubeconfig"
         self.audit = workdir / "audit.jsonl"
         self.log_path = workdir / "up.log"
         command = [sys.executable, "-m", "hybrid_operator.cli", "--log-format", "json", "up",
-                   "--port", str(self.port), "--data-dir", str(self.cluster.data_dir),
-                   "--kubeconfig", str(self.cluster.kubeconfig), "--artifacts-dir", str(workdir / "runner"),
+                   "--port", str(self.port), "--watches-file", str(REPO / "watches.yaml"),
+                   "--crd-dir", str(REPO / "config" / "crd"), "--samples-dir", str(REPO / "config" / "samples"),
                    "--audit-log", str(self.audit), "--no-summary",
                    "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"]
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
                                             stdin=subprocess.DEVNULL, env=self.cluster.env())
 
     def stop(self) -> int:
