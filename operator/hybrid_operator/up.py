@@ -171,6 +171,9 @@ def run(options: UpOptions, settings: Settings) -> int:
     try:
         print(f"local cluster: https://127.0.0.1:{options.port} (data in {options.data_dir})", flush=True)
         print(f"export KUBECONFIG={options.kubeconfig.resolve()}", flush=True)
+        tools = Path(sys.executable).parent
+        if (tools / "kubectl").exists() or (tools / "helm").exists():
+            print(f"export PATH={tools}:$PATH", flush=True)
         cluster = ClusterClient(options.kubeconfig, user_agent=USER_AGENT)
         install(cluster, options.crd_dir, create_only=False)
         os.environ["KUBECONFIG"] = str(options.kubeconfig.resolve())
