@@ -28,7 +28,8 @@ import yaml
 
 from hybrid_operator import errors, helm_values, manifest_yaml, watches
 from hybrid_operator.cluster import ClusterClient, ResourceRef
-from hybrid_operator.preview_guard import DryRunGuard, Upstream
+from hybrid_operator.preview_guard import DryRunGuard
+from hybrid_operator.proxy import Upstream
 
 NOTHING, CHANGES, ERROR = 0, 1, 2
 Action = Literal["create", "update", "delete", "status", "task"]
@@ -175,8 +176,8 @@ async def preview_ansible(watch: watches.AnsibleWatch, cr: dict[str, Any], clust
 
     meta = cr["metadata"]
     connection = cluster.connection()
-    upstream = Upstream(connection.server, connection.ca_data, connection.token, connection.insecure,
-                        connection.cert_file, connection.key_file)
+    upstream = Upstream(server=connection.server, ca_data=connection.ca_data, token=connection.token,
+                        cert_file=connection.cert_file, key_file=connection.key_file, insecure=connection.insecure)
     guard = DryRunGuard(upstream, {ref.path(meta["namespace"], meta["name"]): cr})
     runner = AnsibleRunner(max_workers=1, timeout=900, project_dir=project_dir)
     await guard.start()

@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 import socket
-import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,31 +22,12 @@ import yaml
 from aiohttp import web
 from multidict import CIMultiDict
 
+from hybrid_operator.proxy import Upstream
+
 READ_METHODS = frozenset({"GET", "HEAD"})
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 HOP_HEADERS = frozenset({"host", "authorization", "content-length", "transfer-encoding", "connection",
                          "accept-encoding"})
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """The real API server and the credentials the guard uses for it."""
-
-    server: str
-    ca_data: bytes | None = None
-    token: str | None = None
-    insecure: bool = False
-    cert_file: str | None = None
-    key_file: str | None = None
-
-    def ssl_context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cadata=self.ca_data.decode() if self.ca_data else None)
-        if self.insecure:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        if self.cert_file and self.key_file:
-            context.load_cert_chain(self.cert_file, self.key_file)
-        return context
 
 
 def dry_run_query(query: Mapping[str, str]) -> list[tuple[str, str]]:
