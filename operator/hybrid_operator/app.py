@@ -29,7 +29,7 @@ from hybrid_operator.leader import LeaderElector
 from hybrid_operator.metrics import OperatorMetrics
 from hybrid_operator.reconciler import Outcome, Reconciler, RunCancel
 from hybrid_operator.settings import Settings
-from hybrid_operator.watches import AnsibleWatch, HelmWatch, Watch
+from hybrid_operator.watches import AnsibleWatch, GroupVersionKind, HelmWatch, Watch
 from hybrid_operator.workqueue import Backoff, WorkQueue
 
 log = logging.getLogger("hybrid_operator.app")
@@ -252,6 +252,7 @@ class Operator:
         self._by_watch = {id(c.watch): c for c in self.controllers}
         self.dependents = dependents.DependentWatches(cluster, self.enqueue_owner, settings.namespaces)
         self.related = related.RelatedWatches(cluster, settings.namespaces)
+        self._recorded: set[tuple[GroupVersionKind, str, str, dependents.ChildKind]] = set()
         for controller in self.controllers:
             controller.on_known_children = self._watch_known_children
             for index in controller.trigger_indexes:
@@ -295,7 +296,7 @@ class Operator:
         for controller in self._controllers_for((group, owner.kind)):
             if self._wants(controller, kind, cluster_scoped):
                 self._ensure_dependent(kind, controller.owner_kind)
-                await asyncio.to_thread(self._remember, controller, owner.namespace, owner.name, {kind})
+                await self._record_kinds(controller, owner.namespace, owner.name, {kind})
 
     async def helm_children(self, watch: Watch, obj: dict[str, Any], kinds: set[dependents.ChildKind]) -> None:
         """A release was deployed or repaired: watch the kinds of its manifest."""
@@ -305,11 +306,26 @@ class Operator:
         for kind in kinds:
             self._ensure_dependent(kind, controller.owner_kind, helm=True)
         meta = obj.get("metadata") or {}
-        await asyncio.to_thread(self._remember, controller, str(meta.get("namespace") or ""),
-                                str(meta.get("name")), kinds)
+        await self._record_kinds(controller, str(meta.get("namespace") or ""), str(meta.get("name")), kinds)
+
+    async def _record_kinds(self, controller: Controller, namespace: str, name: str,
+                            kinds: set[dependents.ChildKind]) -> None:
+        """Persist the child kinds on the owner unless already done.
+
+        ``_recorded`` only caches what is known to be on the owner (it saves a GET per write a playbook
+        makes); it is dropped when the owner is deleted, and losing it costs one GET.
+        """
+        recorded = {(controller.watch.gvk, namespace, name, kind) for kind in kinds}
+        if recorded <= self._recorded:
+            return
+        await asyncio.to_thread(self._remember, controller, namespace, name, kinds)
+        self._recorded |= recorded
 
     def _remember(self, controller: Controller, namespace: str, name: str, kinds: set[dependents.ChildKind]) -> None:
-        """Persist the child kinds on the owner (an annotation), so a restart re-watches them at once."""
+        """Persist the child kinds on the owner (an annotation), so a restart re-watches them at once.
+
+        Runs in a thread; the callers keep ``_recorded``.
+        """
         gvk = controller.watch.gvk
         try:
             ref = self.cluster.resolve(gvk.group, gvk.version, gvk.kind)
@@ -318,11 +334,10 @@ class Operator:
                 return
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
             known = dependents.parse_kinds(annotations.get(dependents.DEPENDENT_KINDS_ANNOTATION))
-            if kinds <= known:
-                return
-            value = dependents.format_kinds(known | kinds)
-            self.cluster.patch_metadata(ref, namespace, name,
-                                        {"annotations": {dependents.DEPENDENT_KINDS_ANNOTATION: value}})
+            if not kinds <= known:
+                value = dependents.format_kinds(known | kinds)
+                self.cluster.patch_metadata(ref, namespace, name,
+                                            {"annotations": {dependents.DEPENDENT_KINDS_ANNOTATION: value}})
         except errors.TemporaryError as exc:
             log.warning("dependent kinds not recorded", extra={"kind": gvk.kind, "cr": name, "error": str(exc)})
 
@@ -330,6 +345,10 @@ class Operator:
         controller = self._by_watch.get(id(watch))
         if controller is not None:
             await controller.on_event(event_type, body)
+            if event_type == "DELETED" and self._recorded:
+                meta = body.get("metadata") or {}
+                gone = (watch.gvk, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                self._recorded = {entry for entry in self._recorded if entry[:3] != gone}
 
     # -- metrics -------------------------------------------------------------------------------
 
