@@ -53,8 +53,8 @@ def ansible_env(settings: Settings) -> dict[str, str]:
 
 
 def run(settings: Settings) -> int:
-    loaded = watches.load(settings.watches_file, settings.environ)
-    return asyncio.run(_serve(settings, loaded))
+    """``hybrid-operator run``: load and validate the watches (fatal on any problem), then serve."""
+    return serve(settings, watches.load(settings.watches_file, settings.environ))
 
 
 async def _helm_client(settings: Settings, loaded: list[watches.Watch], kubeconfig: Path) -> HelmClient | None:

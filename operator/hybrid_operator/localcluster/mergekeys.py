@@ -204,8 +204,3 @@ def list_type(kind: str, path: Path) -> tuple[ListType, tuple[str, ...]]:
 def map_is_atomic(kind: str, path: Path) -> bool:
     """Whether the map at ``path`` is replaced as a whole by apply (``structType=atomic``)."""
     return tuple(path) in _tables(kind)[1]
-
-
-def known_kind(kind: str) -> bool:
-    """Whether the table has anything specific about ``kind`` beyond ObjectMeta."""
-    return kind in _POD_SPECS or kind in _KIND_LISTS or kind in _KIND_ATOMIC_MAPS

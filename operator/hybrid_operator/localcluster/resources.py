@@ -207,12 +207,6 @@ class Registry:
     def lookup(self, group: str, version: str, plural: str) -> ResourceInfo | None:
         return self._by_gvr.get((group, version, plural))
 
-    def by_kind(self, group: str, version: str, kind: str) -> ResourceInfo | None:
-        for info in self._by_gvr.values():
-            if info.group == group and info.version == version and info.kind == kind:
-                return info
-        return None
-
     def versions_of(self, storage_key: str) -> list[ResourceInfo]:
         return [info for info in self._by_gvr.values() if info.storage_key == storage_key]
 
