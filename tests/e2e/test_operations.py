@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hybrid_operator.metrics import parse_samples, sample
 from support.cluster import Cluster
+from support.metrics import parse_samples, sample
 from support.operator import OperatorProcess, condition, get_or_none, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hybrid_operator import rbac
+from hybrid_operator.authoring import rbac
 from support.cluster import REPO, Cluster, free_port
 from support.operator import condition, get_or_none, wait_for
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.runners import artifacts
-from hybrid_operator.runners.ansible import AnsibleRunner
-from hybrid_operator.runners.base import RunRequest, RunResult
-from hybrid_operator.watches import AnsibleWatch, Finalizer, GroupVersionKind
+from hybrid_operator.ansible import artifacts
+from hybrid_operator.ansible.runner import AnsibleRunner
+from hybrid_operator.ansible.runs import RunRequest, RunResult
+from hybrid_operator.config.watches import AnsibleWatch, Finalizer, GroupVersionKind
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from hybrid_operator import generate, rbac, watches
-from hybrid_operator.rbac import Need, allows
+from hybrid_operator.authoring import generate, rbac
+from hybrid_operator.authoring.rbac import Need, allows
+from hybrid_operator.config import watches
 from support.cluster import REPO, Cluster, find_binary
 from support.operator import get_or_none, wait_for
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hybrid_operator.runners import helm
-from hybrid_operator.runners.helm import ActionOptions, HelmClient, HelmError, HelmErrorKind
+from hybrid_operator.helm import client as helm
+from hybrid_operator.helm.client import ActionOptions, HelmClient, HelmError, HelmErrorKind
 from support.cluster import REPO, Cluster, find_binary
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_operator import watches
+from hybrid_operator.config import watches
 from support.cluster import REPO, Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -26,8 +26,9 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from hybrid_operator import ownership
-from hybrid_operator.proxy import OwnerProxy, RunCredentials, Upstream
+from hybrid_operator.ansible import ownership
+from hybrid_operator.ansible.proxy import OwnerProxy, RunCredentials
+from hybrid_operator.kube.connection import Connection
 from support.cluster import Cluster, find_binary
 
 pytestmark = pytest.mark.integration
@@ -40,7 +41,7 @@ _names = itertools.count()
 class ProxyThread:
     """An OwnerProxy serving from a private event loop, callable from blocking test code."""
 
-    def __init__(self, upstream: Upstream, *, inject: bool = True) -> None:
+    def __init__(self, upstream: Connection, *, inject: bool = True) -> None:
         self.children: list[tuple[ownership.OwnerKey, ownership.ChildRef]] = []
         self.proxy = OwnerProxy(upstream, inject=inject, on_child=self._record)
         self.loop = asyncio.new_event_loop()
@@ -70,10 +71,10 @@ class ProxyThread:
         self.loop.close()
 
 
-def upstream_of(cluster: Cluster) -> Upstream:
+def upstream_of(cluster: Cluster) -> Connection:
     kubeconfig = yaml.safe_load(cluster.kubeconfig.read_text())
     ca = base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"])
-    return Upstream(server=cluster.url, ca_data=ca, token=cluster.token)
+    return Connection(server=cluster.url, ca_data=ca, token=cluster.token)
 
 
 @pytest.fixture(scope="module")
@@ -378,7 +379,7 @@ def test_ansible_playbook_through_proxy(cluster: Cluster, namespace: str, owner:
 def test_unreachable_upstream_is_a_503_status(tmp_path: Path, owner: dict[str, Any]) -> None:
     from support.cluster import free_port
 
-    dead = ProxyThread(Upstream(server=f"https://127.0.0.1:{free_port()}"))
+    dead = ProxyThread(Connection(server=f"https://127.0.0.1:{free_port()}"))
     try:
         credentials = dead.call(dead.proxy.register_run, owner)
         status, _, body = proxy_request(credentials, dead.proxy.port, credentials.ca_pem, "GET", "/api/v1")

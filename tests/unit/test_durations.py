@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from hybrid_operator.durations import DurationError, format_duration, parse_duration
+from hybrid_operator.config.values import DurationError, format_duration, parse_duration
 
 pytestmark = pytest.mark.unit
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator import extravars
-from hybrid_operator.watches import AnsibleWatch, Finalizer, GroupVersionKind
+from hybrid_operator.ansible import extravars
+from hybrid_operator.config.watches import AnsibleWatch, Finalizer, GroupVersionKind
 
 pytestmark = pytest.mark.unit
 

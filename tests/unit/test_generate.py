@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator import generate, manifest_yaml, project, rbac, watches
+from hybrid_operator.authoring import generate, project, rbac
+from hybrid_operator.config import manifest_yaml, watches
 from hybrid_operator.errors import ConfigurationError
 
 pytestmark = pytest.mark.unit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hybrid_operator import errors
-from hybrid_operator.health import Readiness, parse_address
+from hybrid_operator.manager.health import Readiness, parse_address
 
 pytestmark = pytest.mark.unit
 

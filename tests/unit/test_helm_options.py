@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator import errors, helm_reconciler
-from hybrid_operator.settings import Settings
-from hybrid_operator.watches import GroupVersionKind, HelmWatch
+from hybrid_operator import errors
+from hybrid_operator.config import values
+from hybrid_operator.config.settings import Settings
+from hybrid_operator.config.watches import GroupVersionKind, HelmWatch
+from hybrid_operator.helm import reconciler as helm_reconciler
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +30,7 @@ def cr(annotations: dict[str, str]) -> dict[str, Any]:
     ("yes", False, False), ("yes", True, True), ("", True, True), (" true ", False, True), ("TrUe", False, False),
 ])
 def test_parse_bool_is_go_parsebool_with_default(text: str, default: bool, expected: bool) -> None:
-    assert helm_reconciler.parse_bool(text, default) is expected
+    assert values.parse_bool(text, default) is expected
 
 
 def test_defaults_without_annotations() -> None:
@@ -104,7 +106,7 @@ def test_inputs_label_is_a_valid_label_value() -> None:
      (False, 3, False, timedelta(seconds=90))),
 ])
 def test_run_flags_for_helm(argv: list[str], expected: tuple[object, ...]) -> None:
-    from hybrid_operator import cli
+    from hybrid_operator.cli import commands as cli
 
     args = cli.build_parser().parse_args(["run", *argv])
     assert (args.suppress_override_values, args.history_max, args.helm_manifest_digest, args.helm_timeout) == expected

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator import helm_values
+from hybrid_operator.helm import values as helm_values
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hybrid_operator import errors
-from hybrid_operator.leader import ElectionConfig, LeaderElector
+from hybrid_operator.manager.leader import ElectionConfig, LeaderElector
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.app import outcome_result
-from hybrid_operator.metrics import (
+from hybrid_operator.controller.controller import outcome_result
+from hybrid_operator.controller.metrics import (
     Counter,
     Gauge,
     Histogram,
@@ -19,10 +19,9 @@ from hybrid_operator.metrics import (
     UserMetrics,
     format_value,
     gvk_label,
-    parse_samples,
-    sample,
 )
-from hybrid_operator.reconciler import Outcome
+from hybrid_operator.controller.reconcile import Outcome
+from support.metrics import parse_samples, sample
 
 pytestmark = pytest.mark.unit
 

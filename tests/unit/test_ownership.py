@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hybrid_operator import ownership
-from hybrid_operator.ownership import Owner, Target
+from hybrid_operator.ansible import ownership
+from hybrid_operator.ansible.ownership import Owner, Target
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator import preview
-from hybrid_operator.preview_guard import dry_run_query
+from hybrid_operator.preview import preview
+from hybrid_operator.preview.guard import dry_run_query
 
 pytestmark = pytest.mark.unit
 

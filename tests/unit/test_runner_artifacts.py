@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_operator.runners import artifacts
-from hybrid_operator.watches import GroupVersionKind
+from hybrid_operator.ansible import artifacts
+from hybrid_operator.config.watches import GroupVersionKind
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.runners.base import FailedTask, RunResult
-from hybrid_operator.runners.events import EventCollector, RunOutcome, result_from_events
+from hybrid_operator.ansible.events import EventCollector, RunOutcome, result_from_events
+from hybrid_operator.ansible.runs import FailedTask, RunResult
 
 pytestmark = pytest.mark.unit
 

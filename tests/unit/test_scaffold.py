@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hybrid_operator import __version__, scaffold, watches
+from hybrid_operator import __version__
+from hybrid_operator.authoring import scaffold
+from hybrid_operator.config import watches
 from hybrid_operator.errors import ConfigurationError
 
 pytestmark = pytest.mark.unit

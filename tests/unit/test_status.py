@@ -1,4 +1,7 @@
-"""Unit tests for hybrid_operator.status: SDK condition shapes per phase, transition times, merge patches."""
+"""Unit tests for the status conditions (controller.conditions, ansible.status, helm.status).
+
+SDK condition shapes per phase, transition times, merge patches.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator import status
+from hybrid_operator.ansible import status as ansible_status
+from hybrid_operator.controller import conditions
+from hybrid_operator.helm import status as helm_status
 
 pytestmark = pytest.mark.unit
 
@@ -21,16 +26,16 @@ def t(minutes: int) -> datetime:
 
 
 def ts(minutes: int) -> str:
-    return status.format_time(t(minutes))
+    return conditions.format_time(t(minutes))
 
 
-R1 = status.AnsibleResult(ok=3, changed=1, skipped=0, failures=0, completion="2024-05-01T10:01:00.5")
-R2 = status.AnsibleResult(ok=1, changed=0, skipped=2, failures=1, completion="2024-05-01T10:03:00.25")
-R3 = status.AnsibleResult(ok=4, changed=0, skipped=0, failures=0, completion="2024-05-01T10:05:00")
+R1 = ansible_status.AnsibleResult(ok=3, changed=1, skipped=0, failures=0, completion="2024-05-01T10:01:00.5")
+R2 = ansible_status.AnsibleResult(ok=1, changed=0, skipped=2, failures=1, completion="2024-05-01T10:03:00.25")
+R3 = ansible_status.AnsibleResult(ok=4, changed=0, skipped=0, failures=0, completion="2024-05-01T10:05:00")
 
 
 def acond(
-    ctype: str, cstatus: str, reason: str, message: str, ltt: int, result: status.AnsibleResult | None = None
+    ctype: str, cstatus: str, reason: str, message: str, ltt: int, result: ansible_status.AnsibleResult | None = None
 ) -> dict[str, Any]:
     """An Ansible-shaped condition: reason and message always present."""
     out: dict[str, Any] = {"type": ctype, "status": cstatus, "reason": reason, "message": message}
@@ -77,7 +82,7 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
     ],
 )
 def test_format_time(moment: datetime, expected: str) -> None:
-    assert status.format_time(moment) == expected
+    assert conditions.format_time(moment) == expected
 
 
 @pytest.mark.parametrize(
@@ -95,11 +100,11 @@ def test_format_time(moment: datetime, expected: str) -> None:
     ],
 )
 def test_redact(text: str, secrets: list[str], expected: str) -> None:
-    assert status.redact(text, secrets) == expected
+    assert conditions.redact(text, secrets) == expected
 
 
 def test_redact_accepts_any_iterable() -> None:
-    assert status.redact("a b c", (s for s in ["b"])) == "a *** c"
+    assert conditions.redact("a b c", (s for s in ["b"])) == "a *** c"
 
 
 @pytest.mark.parametrize(
@@ -114,33 +119,11 @@ def test_redact_accepts_any_iterable() -> None:
     ],
 )
 def test_format_completion(created: str, expected: str) -> None:
-    assert status.format_completion(created) == expected
-
-
-@pytest.mark.parametrize(
-    ("event_data", "expected"),
-    [
-        (
-            {"ok": {"localhost": 5}, "changed": {"localhost": 2}, "skipped": {"localhost": 1},
-             "failures": {"localhost": 1}},
-            status.AnsibleResult(5, 2, 1, 1, "2024-05-01T10:00:00.1"),
-        ),
-        (
-            {"ok": {"other": 9, "localhost": 1}, "changed": {"other": 4}},
-            status.AnsibleResult(1, 0, 0, 0, "2024-05-01T10:00:00.1"),
-        ),
-        ({}, status.AnsibleResult(0, 0, 0, 0, "2024-05-01T10:00:00.1")),
-        ({"ok": "garbage", "changed": {"localhost": "x"}}, status.AnsibleResult(0, 0, 0, 0, "2024-05-01T10:00:00.1")),
-    ],
-)
-def test_ansible_result_from_stats_counts_localhost_only(
-    event_data: dict[str, Any], expected: status.AnsibleResult
-) -> None:
-    assert status.ansible_result_from_stats(event_data, "2024-05-01T10:00:00.100000") == expected
+    assert ansible_status.format_completion(created) == expected
 
 
 def test_ansible_result_shape() -> None:
-    assert status.AnsibleResult(1, 2, 3, 4, "c").to_dict() == {
+    assert ansible_status.AnsibleResult(1, 2, 3, 4, "c").to_dict() == {
         "ok": 1, "changed": 2, "skipped": 3, "failures": 4, "completion": "c"
     }
 
@@ -149,26 +132,26 @@ def test_ansible_result_shape() -> None:
     ("condition", "expected"),
     [
         (
-            status.Condition("Failure", "False"),
+            conditions.Condition("Failure", "False"),
             {"type": "Failure", "status": "False", "reason": "", "message": "", "lastTransitionTime": "T"},
         ),
         (
-            status.Condition("Running", "True", "Successful", "m", ansible_result=R1),
+            conditions.Condition("Running", "True", "Successful", "m", extra=R1.condition_keys()),
             {"type": "Running", "status": "True", "reason": "Successful", "message": "m",
              "ansibleResult": R1.to_dict(), "lastTransitionTime": "T"},
         ),
         (
-            status.Condition("Initialized", "True", sparse=True),
+            conditions.Condition("Initialized", "True", sparse=True),
             {"type": "Initialized", "status": "True", "lastTransitionTime": "T"},
         ),
         (
-            status.Condition("Deployed", "True", "InstallSuccessful", "notes", sparse=True),
+            conditions.Condition("Deployed", "True", "InstallSuccessful", "notes", sparse=True),
             {"type": "Deployed", "status": "True", "reason": "InstallSuccessful", "message": "notes",
              "lastTransitionTime": "T"},
         ),
     ],
 )
-def test_condition_to_dict(condition: status.Condition, expected: dict[str, Any]) -> None:
+def test_condition_to_dict(condition: conditions.Condition, expected: dict[str, Any]) -> None:
     assert condition.to_dict("T") == expected
 
 
@@ -181,55 +164,55 @@ CUSTOM = {"type": "Ready", "status": "True", "reason": "Custom", "lastTransition
     ("before", "new", "expected"),
     [
         pytest.param(
-            [], status.Condition("Running", "True", "Running", "m"),
+            [], conditions.Condition("Running", "True", "Running", "m"),
             [acond("Running", "True", "Running", "m", 5)],
             id="new-condition-gets-now",
         ),
         pytest.param(
             [acond("Running", "True", "Running", "old", 0)],
-            status.Condition("Running", "True", "Successful", "new"),
+            conditions.Condition("Running", "True", "Successful", "new"),
             [acond("Running", "True", "Successful", "new", 0)],
             id="same-status-keeps-time-updates-rest",
         ),
         pytest.param(
             [acond("Running", "True", "Running", "old", 0)],
-            status.Condition("Running", "False", "Running", "old"),
+            conditions.Condition("Running", "False", "Running", "old"),
             [acond("Running", "False", "Running", "old", 5)],
             id="flip-gets-now",
         ),
         pytest.param(
             [{"type": "Running", "status": "True"}],
-            status.Condition("Running", "True", "Running", "m"),
+            conditions.Condition("Running", "True", "Running", "m"),
             [acond("Running", "True", "Running", "m", 5)],
             id="missing-time-gets-now",
         ),
         pytest.param(
             [CUSTOM, acond("Running", "True", "Running", "m", 0), "junk"],
-            status.Condition("Running", "False", "Running", "m"),
+            conditions.Condition("Running", "False", "Running", "m"),
             [CUSTOM, acond("Running", "False", "Running", "m", 5), "junk"],
             id="others-and-order-kept",
         ),
         pytest.param(
             [CUSTOM, "junk"],
-            status.Condition("Failure", "True", "Failed", "x"),
+            conditions.Condition("Failure", "True", "Failed", "x"),
             [CUSTOM, "junk", acond("Failure", "True", "Failed", "x", 5)],
             id="appended-after-others",
         ),
     ],
 )
-def test_set_condition(before: list[Any], new: status.Condition, expected: list[Any]) -> None:
+def test_set_condition(before: list[Any], new: conditions.Condition, expected: list[Any]) -> None:
     frozen = copy.deepcopy(before)
-    assert status.set_condition(before, new, t(5)) == expected
+    assert conditions.set_condition(before, new, t(5)) == expected
     assert before == frozen
 
 
 def test_remove_and_get_condition() -> None:
-    conditions = [CUSTOM, acond("Running", "True", "Running", "m", 0), "junk"]
-    assert status.remove_condition(conditions, "Running") == [CUSTOM, "junk"]
-    assert status.remove_condition(conditions, "Absent") == conditions
-    assert status.get_condition(conditions, "Ready") == CUSTOM
-    assert status.get_condition(conditions, "Absent") is None
-    assert len(conditions) == 3
+    listed = [CUSTOM, acond("Running", "True", "Running", "m", 0), "junk"]
+    assert conditions.remove_condition(listed, "Running") == [CUSTOM, "junk"]
+    assert conditions.remove_condition(listed, "Absent") == listed
+    assert conditions.get_condition(listed, "Ready") == CUSTOM
+    assert conditions.get_condition(listed, "Absent") is None
+    assert len(listed) == 3
 
 
 # --- Ansible phases -----------------------------------------------------------------------------
@@ -242,12 +225,12 @@ Step = tuple[Callable[[Any], dict[str, Any]], list[dict[str, Any]], dict[str, An
 # top-level keys expected.
 ANSIBLE_LIFECYCLE: list[Step] = [
     (
-        lambda s: status.running(s, t(0)),
+        lambda s: ansible_status.running(s, t(0)),
         [acond("Running", "True", "Running", RUN_MSG, 0)],
         {},
     ),
     (
-        lambda s: status.succeeded(s, R1, t(1), 1),
+        lambda s: ansible_status.succeeded(s, R1, t(1), 1),
         [
             acond("Running", "True", "Successful", AWAIT_MSG, 0, R1),
             acond("Successful", "True", "Successful", OK_MSG, 1),
@@ -256,7 +239,7 @@ ANSIBLE_LIFECYCLE: list[Step] = [
         {"observedGeneration": 1},
     ),
     (
-        lambda s: status.running(s, t(2)),
+        lambda s: ansible_status.running(s, t(2)),
         [
             acond("Running", "True", "Running", RUN_MSG, 0),
             acond("Successful", "False", "Successful", OK_MSG, 2),
@@ -265,7 +248,7 @@ ANSIBLE_LIFECYCLE: list[Step] = [
         {"observedGeneration": 1},
     ),
     (
-        lambda s: status.failed(s, R2, ["boom", "bang"], t(3), 2),
+        lambda s: ansible_status.failed(s, R2, ["boom", "bang"], t(3), 2),
         [
             acond("Running", "False", "Running", RUN_MSG, 3),
             acond("Successful", "False", "", "", 2),
@@ -274,7 +257,7 @@ ANSIBLE_LIFECYCLE: list[Step] = [
         {"observedGeneration": 2},
     ),
     (
-        lambda s: status.running(s, t(4)),
+        lambda s: ansible_status.running(s, t(4)),
         [
             acond("Running", "True", "Running", RUN_MSG, 4),
             acond("Successful", "False", "", "", 2),
@@ -283,7 +266,7 @@ ANSIBLE_LIFECYCLE: list[Step] = [
         {"observedGeneration": 2},
     ),
     (
-        lambda s: status.succeeded(s, R3, t(5), 3),
+        lambda s: ansible_status.succeeded(s, R3, t(5), 3),
         [
             acond("Running", "True", "Successful", AWAIT_MSG, 4, R3),
             acond("Successful", "True", "Successful", OK_MSG, 5),
@@ -292,7 +275,7 @@ ANSIBLE_LIFECYCLE: list[Step] = [
         {"observedGeneration": 3},
     ),
     (
-        lambda s: status.errored(s, "bad annotation", t(6)),
+        lambda s: ansible_status.errored(s, "bad annotation", t(6)),
         [
             acond("Running", "False", "Successful", AWAIT_MSG, 6, R3),
             acond("Successful", "False", "Successful", OK_MSG, 6),
@@ -305,9 +288,9 @@ ANSIBLE_LIFECYCLE: list[Step] = [
 
 def test_ansible_lifecycle() -> None:
     current: dict[str, Any] | None = None
-    for index, (phase, conditions, others) in enumerate(ANSIBLE_LIFECYCLE):
+    for index, (phase, expected, others) in enumerate(ANSIBLE_LIFECYCLE):
         new = phase(current)
-        assert new["conditions"] == conditions, f"step {index}"
+        assert new["conditions"] == expected, f"step {index}"
         assert {k: v for k, v in new.items() if k != "conditions"} == others, f"step {index}"
         current = new
 
@@ -316,23 +299,23 @@ def test_ansible_lifecycle() -> None:
     ("phase", "expected"),
     [
         pytest.param(
-            lambda s: status.errored(s, "no kubeconfig", t(1)),
+            lambda s: ansible_status.errored(s, "no kubeconfig", t(1)),
             [acond("Failure", "True", "Failed", "no kubeconfig", 1)],
             id="errored-adds-only-failure",
         ),
         pytest.param(
-            lambda s: status.failed(s, R2, ["x"], t(1)),
+            lambda s: ansible_status.failed(s, R2, ["x"], t(1)),
             [acond("Failure", "True", "Failed", "x", 1, R2), acond("Successful", "False", "", "", 1)],
             id="failed-does-not-invent-running",
         ),
         pytest.param(
-            lambda s: status.failed(s, R2, [], t(1)),
+            lambda s: ansible_status.failed(s, R2, [], t(1)),
             [acond("Failure", "True", "Failed", "unknown playbook failure", 1, R2),
              acond("Successful", "False", "", "", 1)],
             id="failed-without-messages",
         ),
         pytest.param(
-            lambda s: status.running(s, t(1)),
+            lambda s: ansible_status.running(s, t(1)),
             [acond("Running", "True", "Running", RUN_MSG, 1)],
             id="running-does-not-invent-successful",
         ),
@@ -346,9 +329,9 @@ def test_ansible_phase_from_empty_status(phase: Callable[[Any], dict[str, Any]],
 
 
 def test_failure_condition_time_kept_when_failing_again() -> None:
-    first = status.failed(None, R2, ["one"], t(1))
-    again = status.failed(status.running(first, t(2)), R2, ["two"], t(3))
-    failure = status.get_condition(again["conditions"], "Failure")
+    first = ansible_status.failed(None, R2, ["one"], t(1))
+    again = ansible_status.failed(ansible_status.running(first, t(2)), R2, ["two"], t(3))
+    failure = conditions.get_condition(again["conditions"], "Failure")
     assert failure == acond("Failure", "True", "Failed", "two", 1, R2)
 
 
@@ -358,17 +341,17 @@ MANIFEST = "---\nkind: ConfigMap\n"
 
 HELM_LIFECYCLE: list[Step] = [
     (
-        lambda s: status.initialized(s, t(0)),
+        lambda s: helm_status.initialized(s, t(0)),
         [hcond("Initialized", "True", 0)],
         {},
     ),
     (
-        lambda s: status.release_failed(s, status.REASON_INSTALL_ERROR, "install boom", t(1)),
+        lambda s: helm_status.release_failed(s, helm_status.REASON_INSTALL_ERROR, "install boom", t(1)),
         [hcond("Initialized", "True", 0), hcond("ReleaseFailed", "True", 1, "InstallError", "install boom")],
         {},
     ),
     (
-        lambda s: status.irreconcilable(s, "sync failed", t(2)),
+        lambda s: helm_status.irreconcilable(s, "sync failed", t(2)),
         [
             hcond("Initialized", "True", 0),
             hcond("ReleaseFailed", "True", 1, "InstallError", "install boom"),
@@ -377,12 +360,12 @@ HELM_LIFECYCLE: list[Step] = [
         {},
     ),
     (
-        lambda s: status.deployed(s, "rel", MANIFEST, "NOTES", status.REASON_INSTALL_SUCCESSFUL, t(3), 4),
+        lambda s: helm_status.deployed(s, "rel", MANIFEST, "NOTES", helm_status.REASON_INSTALL_SUCCESSFUL, t(3), 4),
         [hcond("Initialized", "True", 0), hcond("Deployed", "True", 3, "InstallSuccessful", "NOTES")],
         {"deployedRelease": {"name": "rel", "manifest": MANIFEST}, "observedGeneration": 4},
     ),
     (
-        lambda s: status.release_failed(s, status.REASON_UPGRADE_ERROR, "upgrade boom", t(4), 5),
+        lambda s: helm_status.release_failed(s, helm_status.REASON_UPGRADE_ERROR, "upgrade boom", t(4), 5),
         [
             hcond("Initialized", "True", 0),
             hcond("Deployed", "True", 3, "InstallSuccessful", "NOTES"),
@@ -391,7 +374,7 @@ HELM_LIFECYCLE: list[Step] = [
         {"deployedRelease": {"name": "rel", "manifest": MANIFEST}, "observedGeneration": 5},
     ),
     (
-        lambda s: status.irreconcilable(s, "drift repair failed", t(5), clear_release_failed=True),
+        lambda s: helm_status.irreconcilable(s, "drift repair failed", t(5), clear_release_failed=True),
         [
             hcond("Initialized", "True", 0),
             hcond("Deployed", "True", 3, "InstallSuccessful", "NOTES"),
@@ -400,12 +383,12 @@ HELM_LIFECYCLE: list[Step] = [
         {"deployedRelease": {"name": "rel", "manifest": MANIFEST}, "observedGeneration": 5},
     ),
     (
-        lambda s: status.deployed(s, "rel", MANIFEST + "x", "", status.REASON_UPGRADE_SUCCESSFUL, t(6), 6),
+        lambda s: helm_status.deployed(s, "rel", MANIFEST + "x", "", helm_status.REASON_UPGRADE_SUCCESSFUL, t(6), 6),
         [hcond("Initialized", "True", 0), hcond("Deployed", "True", 3, "UpgradeSuccessful")],
         {"deployedRelease": {"name": "rel", "manifest": MANIFEST + "x"}, "observedGeneration": 6},
     ),
     (
-        lambda s: status.release_failed(s, status.REASON_UNINSTALL_ERROR, "uninstall boom", t(7)),
+        lambda s: helm_status.release_failed(s, helm_status.REASON_UNINSTALL_ERROR, "uninstall boom", t(7)),
         [
             hcond("Initialized", "True", 0),
             hcond("Deployed", "True", 3, "UpgradeSuccessful"),
@@ -414,7 +397,7 @@ HELM_LIFECYCLE: list[Step] = [
         {"deployedRelease": {"name": "rel", "manifest": MANIFEST + "x"}, "observedGeneration": 6},
     ),
     (
-        lambda s: status.uninstalled(s, t(8)),
+        lambda s: helm_status.uninstalled(s, t(8)),
         [hcond("Initialized", "True", 0), hcond("Deployed", "False", 8, "UninstallSuccessful")],
         {"observedGeneration": 6},
     ),
@@ -423,9 +406,9 @@ HELM_LIFECYCLE: list[Step] = [
 
 def test_helm_lifecycle() -> None:
     current: dict[str, Any] | None = None
-    for index, (phase, conditions, others) in enumerate(HELM_LIFECYCLE):
+    for index, (phase, expected, others) in enumerate(HELM_LIFECYCLE):
         new = phase(current)
-        assert new["conditions"] == conditions, f"step {index}"
+        assert new["conditions"] == expected, f"step {index}"
         assert {k: v for k, v in new.items() if k != "conditions"} == others, f"step {index}"
         current = new
 
@@ -433,24 +416,24 @@ def test_helm_lifecycle() -> None:
 @pytest.mark.parametrize(
     ("reason", "expected_types"),
     [
-        (status.REASON_INSTALL_ERROR, ["Initialized", "ReleaseFailed"]),
-        (status.REASON_UPGRADE_ERROR, ["Initialized", "ReleaseFailed"]),
-        (status.REASON_UNINSTALL_ERROR, ["Irreconcilable", "ReleaseFailed"]),
+        (helm_status.REASON_INSTALL_ERROR, ["Initialized", "ReleaseFailed"]),
+        (helm_status.REASON_UPGRADE_ERROR, ["Initialized", "ReleaseFailed"]),
+        (helm_status.REASON_UNINSTALL_ERROR, ["Irreconcilable", "ReleaseFailed"]),
     ],
 )
 def test_release_failed_and_irreconcilable(reason: str, expected_types: list[str]) -> None:
     start = {"conditions": [hcond("Irreconcilable", "True", 0, "ReconcileError", "old")]}
-    result = status.release_failed(start, reason, "err", t(1))
+    result = helm_status.release_failed(start, reason, "err", t(1))
     assert [c["type"] for c in result["conditions"]] == expected_types
-    assert status.get_condition(result["conditions"], "ReleaseFailed") == hcond(
+    assert conditions.get_condition(result["conditions"], "ReleaseFailed") == hcond(
         "ReleaseFailed", "True", 1, reason, "err"
     )
 
 
 def test_irreconcilable_keeps_release_failed_by_default() -> None:
     start = {"conditions": [hcond("ReleaseFailed", "True", 0, "UpgradeError", "x")]}
-    kept = status.irreconcilable(start, "sync", t(1))
-    dropped = status.irreconcilable(start, "repair", t(1), clear_release_failed=True)
+    kept = helm_status.irreconcilable(start, "sync", t(1))
+    dropped = helm_status.irreconcilable(start, "repair", t(1), clear_release_failed=True)
     assert [c["type"] for c in kept["conditions"]] == ["ReleaseFailed", "Initialized", "Irreconcilable"]
     assert [c["type"] for c in dropped["conditions"]] == ["Initialized", "Irreconcilable"]
 
@@ -458,10 +441,10 @@ def test_irreconcilable_keeps_release_failed_by_default() -> None:
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: status.deployed(None, "r", "m", "", status.REASON_INSTALL_ERROR, t(0)),
-        lambda: status.deployed(None, "r", "m", "", "Installed", t(0)),
-        lambda: status.release_failed(None, status.REASON_RECONCILE_ERROR, "m", t(0)),
-        lambda: status.release_failed(None, status.REASON_UPGRADE_SUCCESSFUL, "m", t(0)),
+        lambda: helm_status.deployed(None, "r", "m", "", helm_status.REASON_INSTALL_ERROR, t(0)),
+        lambda: helm_status.deployed(None, "r", "m", "", "Installed", t(0)),
+        lambda: helm_status.release_failed(None, helm_status.REASON_RECONCILE_ERROR, "m", t(0)),
+        lambda: helm_status.release_failed(None, helm_status.REASON_UPGRADE_SUCCESSFUL, "m", t(0)),
     ],
 )
 def test_helm_reasons_are_checked(call: Callable[[], Any]) -> None:
@@ -470,33 +453,35 @@ def test_helm_reasons_are_checked(call: Callable[[], Any]) -> None:
 
 
 def test_deployed_release_digest() -> None:
-    result = status.deployed(None, "rel", "abc", "", status.REASON_INSTALL_SUCCESSFUL, t(0), store_digest=True)
+    result = helm_status.deployed(None, "rel", "abc", "", helm_status.REASON_INSTALL_SUCCESSFUL, t(0),
+                                  store_digest=True)
     assert result["deployedRelease"] == {
         "name": "rel",
         "manifestDigest": "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
     }
-    assert status.deployed_release("rel", "abc") == {"name": "rel", "manifest": "abc"}
+    assert helm_status.deployed_release("rel", "abc") == {"name": "rel", "manifest": "abc"}
 
 
 def test_uninstalled_can_keep_deployed_release() -> None:
     start = {"deployedRelease": {"name": "rel", "manifest": MANIFEST}}
-    assert status.uninstalled(start, t(0), keep_deployed_release=True)["deployedRelease"] == start["deployedRelease"]
-    assert "deployedRelease" not in status.uninstalled(start, t(0))
+    kept = helm_status.uninstalled(start, t(0), keep_deployed_release=True)
+    assert kept["deployedRelease"] == start["deployedRelease"]
+    assert "deployedRelease" not in helm_status.uninstalled(start, t(0))
 
 
 # --- preservation, purity, idempotence ----------------------------------------------------------
 
 ALL_PHASES: list[Callable[[Any], dict[str, Any]]] = [
-    lambda s: status.running(s, t(9)),
-    lambda s: status.succeeded(s, R1, t(9), 7),
-    lambda s: status.failed(s, R2, ["x"], t(9), 7),
-    lambda s: status.errored(s, "x", t(9)),
-    lambda s: status.initialized(s, t(9)),
-    lambda s: status.deployed(s, "rel", MANIFEST, "n", status.REASON_UPGRADE_SUCCESSFUL, t(9), 7),
-    lambda s: status.release_failed(s, status.REASON_UPGRADE_ERROR, "x", t(9)),
-    lambda s: status.release_failed(s, status.REASON_UNINSTALL_ERROR, "x", t(9)),
-    lambda s: status.irreconcilable(s, "x", t(9), clear_release_failed=True),
-    lambda s: status.uninstalled(s, t(9)),
+    lambda s: ansible_status.running(s, t(9)),
+    lambda s: ansible_status.succeeded(s, R1, t(9), 7),
+    lambda s: ansible_status.failed(s, R2, ["x"], t(9), 7),
+    lambda s: ansible_status.errored(s, "x", t(9)),
+    lambda s: helm_status.initialized(s, t(9)),
+    lambda s: helm_status.deployed(s, "rel", MANIFEST, "n", helm_status.REASON_UPGRADE_SUCCESSFUL, t(9), 7),
+    lambda s: helm_status.release_failed(s, helm_status.REASON_UPGRADE_ERROR, "x", t(9)),
+    lambda s: helm_status.release_failed(s, helm_status.REASON_UNINSTALL_ERROR, "x", t(9)),
+    lambda s: helm_status.irreconcilable(s, "x", t(9), clear_release_failed=True),
+    lambda s: helm_status.uninstalled(s, t(9)),
 ]
 PHASE_IDS = ["running", "succeeded", "failed", "errored", "initialized", "deployed", "upgrade-error",
              "uninstall-error", "irreconcilable", "uninstalled"]
@@ -524,14 +509,14 @@ def test_phases_keep_custom_keys_and_conditions_and_do_not_mutate(phase: Callabl
 def test_repeating_a_phase_later_writes_nothing(phase: Callable[[Any], dict[str, Any]]) -> None:
     once = phase({"phase": "x"})
     twice = phase(copy.deepcopy(once))
-    assert status.status_patch(once, twice) is None
+    assert conditions.status_patch(once, twice) is None
 
 
 def test_running_again_later_keeps_times() -> None:
-    first = status.running(None, t(0))
-    second = status.running(first, t(30))
+    first = ansible_status.running(None, t(0))
+    second = ansible_status.running(first, t(30))
     assert second == first
-    assert status.status_patch(first, second) is None
+    assert conditions.status_patch(first, second) is None
 
 
 # --- redaction in phases ------------------------------------------------------------------------
@@ -542,23 +527,25 @@ SECRET = "hunter2"
 @pytest.mark.parametrize(
     ("phase", "condition_type"),
     [
-        (lambda: status.failed(None, R2, [f"login {SECRET} refused", "other"], t(0), secrets=[SECRET]), "Failure"),
-        (lambda: status.errored(None, f"bad token {SECRET}", t(0), secrets=[SECRET]), "Failure"),
+        (lambda: ansible_status.failed(None, R2, [f"login {SECRET} refused", "other"], t(0), secrets=[SECRET]),
+         "Failure"),
+        (lambda: ansible_status.errored(None, f"bad token {SECRET}", t(0), secrets=[SECRET]), "Failure"),
         (
-            lambda: status.deployed(None, "r", "m", f"pw: {SECRET}", status.REASON_INSTALL_SUCCESSFUL, t(0),
-                                    secrets=[SECRET]),
+            lambda: helm_status.deployed(None, "r", "m", f"pw: {SECRET}", helm_status.REASON_INSTALL_SUCCESSFUL,
+                                         t(0), secrets=[SECRET]),
             "Deployed",
         ),
         (
-            lambda: status.release_failed(None, status.REASON_INSTALL_ERROR, f"x {SECRET}", t(0), secrets=[SECRET]),
+            lambda: helm_status.release_failed(None, helm_status.REASON_INSTALL_ERROR, f"x {SECRET}", t(0),
+                                               secrets=[SECRET]),
             "ReleaseFailed",
         ),
-        (lambda: status.irreconcilable(None, f"x {SECRET}", t(0), secrets={SECRET}), "Irreconcilable"),
+        (lambda: helm_status.irreconcilable(None, f"x {SECRET}", t(0), secrets={SECRET}), "Irreconcilable"),
     ],
 )
 def test_messages_are_redacted(phase: Callable[[], dict[str, Any]], condition_type: str) -> None:
     result = phase()
-    condition = status.get_condition(result["conditions"], condition_type)
+    condition = conditions.get_condition(result["conditions"], condition_type)
     assert condition is not None
     assert "***" in condition["message"]
     assert SECRET not in repr(result)
@@ -587,7 +574,7 @@ def test_merge_playbook_status() -> None:
         ],
     }
     frozen = copy.deepcopy(start)
-    result = status.merge_playbook_status(start, stats, t(1))
+    result = ansible_status.merge_playbook_status(start, stats, t(1))
     assert start == frozen
     assert result == {
         "conditions": [
@@ -604,17 +591,17 @@ def test_merge_playbook_status() -> None:
 
 def test_merge_playbook_status_flip_and_then_phase_wins() -> None:
     start = {"conditions": [hcond("Ready", "False", 0, "Wait")]}
-    merged = status.merge_playbook_status(
+    merged = ansible_status.merge_playbook_status(
         start, {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Running", "status": "False"}],
                 "db": {"host": "x"}}, t(2)
     )
-    assert status.get_condition(merged["conditions"], "Ready") == hcond("Ready", "True", 2)
-    final = status.succeeded(merged, R1, t(3))
-    assert status.get_condition(final["conditions"], "Running") == acond(
+    assert conditions.get_condition(merged["conditions"], "Ready") == hcond("Ready", "True", 2)
+    final = ansible_status.succeeded(merged, R1, t(3))
+    assert conditions.get_condition(final["conditions"], "Running") == acond(
         "Running", "True", "Successful", AWAIT_MSG, 3, R1
     )
     assert final["db"] == {"host": "x"}
-    assert status.get_condition(final["conditions"], "Ready") == hcond("Ready", "True", 2)
+    assert conditions.get_condition(final["conditions"], "Ready") == hcond("Ready", "True", 2)
 
 
 # --- status_patch -------------------------------------------------------------------------------
@@ -644,7 +631,7 @@ def test_merge_playbook_status_flip_and_then_phase_wins() -> None:
     ],
 )
 def test_status_patch(old: dict[str, Any] | None, new: dict[str, Any], expected: dict[str, Any] | None) -> None:
-    patch = status.status_patch(old, new)
+    patch = conditions.status_patch(old, new)
     assert patch == expected
     if patch is not None:
         applied = apply_merge_patch(old or {}, patch["status"])
@@ -656,7 +643,7 @@ def test_status_patch_round_trips_through_every_lifecycle_step() -> None:
         current: dict[str, Any] = {"custom": {"k": "v"}}
         for phase, _conditions, _others in lifecycle:
             new = phase(current)
-            patch = status.status_patch(current, new)
+            patch = conditions.status_patch(current, new)
             assert patch is not None
             assert apply_merge_patch(current, patch["status"]) == new
             assert "custom" not in patch["status"]

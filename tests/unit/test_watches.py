@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_operator import watches
-from hybrid_operator.errors import ConfigurationError
-from hybrid_operator.watches import (
+from hybrid_operator.config import watches
+from hybrid_operator.config.watches import (
     AnsibleWatch,
     GroupVersionKind,
     HelmWatch,
     LabelSelector,
     LabelSelectorRequirement,
 )
+from hybrid_operator.errors import ConfigurationError
 
 pytestmark = pytest.mark.unit
 

@@ -1,0 +1,25 @@
+"""The environment every playbook run gets from the operator, on top of its own.
+
+Our ``operator_sdk.util`` collection (shipped inside the package) goes first on the collections
+path, so playbooks written for the SDK find ``operator_sdk.util.k8s_status`` and friends without
+Galaxy; ``osdk_metric`` finds the process's metrics receiver through :data:`METRICS_URL_ENV`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hybrid_operator.config.settings import Settings
+
+COLLECTIONS = Path(__file__).resolve().parent / "collections"
+#: where operator_sdk.util.osdk_metric POSTs playbook metrics (set for every run)
+METRICS_URL_ENV = "HYBRID_OPERATOR_METRICS_URL"
+
+
+def ansible_env(settings: Settings) -> dict[str, str]:
+    """Environment of every playbook run: our operator_sdk.util collection first on the collections path."""
+    existing = settings.environ.get("ANSIBLE_COLLECTIONS_PATH") or settings.environ.get("ANSIBLE_COLLECTIONS_PATHS")
+    paths = [str(COLLECTIONS), *(existing.split(os.pathsep) if existing else
+                                 ["~/.ansible/collections", "/usr/share/ansible/collections"])]
+    return {"ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(paths)}

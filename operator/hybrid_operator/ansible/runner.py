@@ -1,0 +1,216 @@
+"""The ansible-runner adapter: runs a watch's playbook or role for one CR, off the event loop.
+
+This is the only module importing ``ansible_runner``. ansible-runner's ``run`` blocks, so each run
+goes to a bounded thread pool; the traps it sets are avoided on purpose (``libraries.md`` §4):
+
+* ``cancel_callback`` is always passed -- without it, a run started from the main thread replaces
+  the process's SIGTERM/SIGINT handlers -- and it doubles as the cancellation check
+  (:mod:`hybrid_operator.runners.base` documents the contract);
+* every run gets a fresh private data directory, deleted afterwards, so the ``env/extravars`` of an
+  earlier run can never leak into a later one (ansible-runner writes env files only when absent);
+* artifacts go to the CR's own directory with a unique ident, and this module rotates them itself
+  (:mod:`hybrid_operator.runners.artifacts`), never with ansible-runner's ``rotate_artifacts``.
+
+What ``ansible-playbook`` gets, as the Operator SDK gives it: the extra vars of
+:func:`hybrid_operator.extravars.build_extra_vars`; the inventory
+``localhost ansible_connection=local ansible_python_interpreter=<this Python>``; for a role, a
+generated ``hosts: localhost`` play with ``gather_facts`` off when ``ANSIBLE_GATHERING=explicit``
+and the role's parent directory first in ``ANSIBLE_ROLES_PATH``; ``KUBECONFIG`` and
+``K8S_AUTH_KUBECONFIG`` set to the request's kubeconfig; the request's verbosity and extra
+arguments. ``ansible-playbook`` runs in ``project_dir`` (where ``ansible.cfg`` is looked up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import math
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from hybrid_operator.ansible import artifacts
+from hybrid_operator.ansible.events import EventCollector, RunOutcome, result_from_events
+from hybrid_operator.ansible.extravars import build_extra_vars
+from hybrid_operator.ansible.runs import CANCEL_POLL_SECONDS, CancelSignal, RunRequest, RunResult
+from hybrid_operator.kube import objects
+
+logger = logging.getLogger(__name__)
+
+
+class AnsibleRunner:
+    """Runs playbooks and roles through ansible-runner, at most ``max_workers`` at a time.
+
+    ``timeout`` (seconds, None for none) stops a run that takes longer. Private data directories
+    are created under ``work_dir`` (default: the system's temporary directory). ``project_dir`` is
+    the working directory of ``ansible-playbook`` (default: the current directory at construction).
+    """
+
+    def __init__(
+        self, *, max_workers: int = 2, timeout: float | None = None, work_dir: Path | None = None,
+        project_dir: Path | None = None,
+    ) -> None:
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive or None, got {timeout}")
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers, thread_name_prefix="ansible-run")
+        self._timeout = timeout
+        self._work_dir = work_dir
+        self._project_dir = (project_dir or Path.cwd()).absolute()
+        self._python = Path(sys.executable)
+        self._in_flight: dict[asyncio.Future[RunResult], threading.Event] = {}
+        self._closed = False
+
+    async def run(self, request: RunRequest, cancel: CancelSignal | None = None) -> RunResult:
+        """Run the request's playbook or role; see :mod:`hybrid_operator.runners.base` for cancellation."""
+        if self._closed:
+            raise RuntimeError("the Ansible runner is closed")
+        stop = threading.Event()
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._executor, self.run_blocking, request, _AnySet(stop, cancel))
+        self._in_flight[future] = stop
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            stop.set()
+            await asyncio.wait([future])
+            raise
+        finally:
+            self._in_flight.pop(future, None)
+
+    async def close(self) -> None:
+        """Cancel the runs in flight, wait for their processes to end, and stop the thread pool."""
+        self._closed = True
+        for stop in self._in_flight.values():
+            stop.set()
+        if self._in_flight:
+            await asyncio.wait(list(self._in_flight))
+        self._executor.shutdown(wait=True)
+
+    def run_blocking(self, request: RunRequest, cancel: CancelSignal | None = None) -> RunResult:
+        """The same run in the calling thread, which it blocks (``run`` calls it in a worker thread).
+
+        Safe in the main thread too: the process's signal handlers are left alone.
+        """
+        def cancelled() -> bool:
+            return cancel is not None and cancel.is_set()
+
+        metadata = objects.meta(request.cr)
+        directory = artifacts.artifacts_dir(
+            request.artifacts_root, request.watch.gvk, str(metadata.get("namespace") or ""),
+            str(metadata.get("name") or ""))
+        if cancelled():
+            return result_from_events([], RunOutcome("canceled"))
+        ident = artifacts.new_ident()
+        collector = EventCollector()
+        started = time.monotonic()
+        logger.debug("ansible run starting", extra={"ident": ident, "artifacts": str(directory)})
+        try:
+            outcome = self._invoke(request, directory, ident, collector, cancelled)
+        finally:
+            artifacts.rotate(directory, request.max_artifacts, current=ident)
+        outcome = replace(outcome, duration=time.monotonic() - started, ident=ident,
+                          artifact_dir=directory / ident, timeout=self._timeout)
+        result = result_from_events(collector.events(), outcome)
+        logger.debug("ansible run finished", extra={
+            "ident": ident, "status": outcome.status, "rc": outcome.rc, "seconds": round(outcome.duration, 3),
+        })
+        return result
+
+    def _invoke(
+        self, request: RunRequest, directory: Path, ident: str, collector: EventCollector,
+        cancelled: Callable[[], bool],
+    ) -> RunOutcome:
+        try:
+            private = Path(tempfile.mkdtemp(prefix="hybrid-operator-run-", dir=self._work_dir))
+        except OSError as error:
+            return RunOutcome("error", detail=f"cannot create a private data directory: {error}")
+        try:
+            kwargs = self._run_arguments(request, private, directory, ident)
+            runner = ansible_runner.run(**kwargs, event_handler=collector, cancel_callback=cancelled)
+        except Exception as error:
+            return RunOutcome("error", detail=f"{type(error).__name__}: {error}")
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+        rc = runner.rc if isinstance(runner.rc, int) else None
+        return RunOutcome(str(runner.status), rc=rc)
+
+    def _run_arguments(
+        self, request: RunRequest, private: Path, directory: Path, ident: str
+    ) -> dict[str, Any]:
+        env = self._environment(request)
+        kwargs: dict[str, Any] = {
+            "private_data_dir": str(private),
+            "artifact_dir": str(directory),
+            "ident": ident,
+            "rotate_artifacts": 0,
+            "project_dir": str(self._project_dir),
+            "inventory": f"localhost ansible_connection=local ansible_python_interpreter={self._python}\n",
+            "extravars": {**build_extra_vars(request.cr, request.watch, finalizer=request.finalizer),
+                          **request.extra_vars},
+            "settings": {"pexpect_timeout": CANCEL_POLL_SECONDS},
+            "quiet": True,
+        }
+        kwargs.update(_target(request, env))
+        kwargs["envvars"] = env
+        if request.verbosity > 0:
+            kwargs["verbosity"] = request.verbosity
+        if request.ansible_args:
+            kwargs["cmdline"] = shlex.join(request.ansible_args)
+        if self._timeout is not None:
+            kwargs["timeout"] = math.ceil(self._timeout)
+        return kwargs
+
+    def _environment(self, request: RunRequest) -> dict[str, str]:
+        env: dict[str, str] = {"ANSIBLE_NOCOLOR": "1", **request.env}
+        bin_dir = self._python.parent
+        path = env.get("PATH", os.environ.get("PATH", ""))
+        if (bin_dir / "ansible-playbook").exists() and str(bin_dir) not in path.split(os.pathsep):
+            env["PATH"] = os.pathsep.join(part for part in (str(bin_dir), path) if part)
+        if request.kubeconfig is not None:
+            env["KUBECONFIG"] = env["K8S_AUTH_KUBECONFIG"] = str(request.kubeconfig)
+        return env
+
+
+class _AnySet:
+    """A cancel signal set as soon as either of two is: the runner's own stop flag or the caller's."""
+
+    def __init__(self, own: threading.Event, caller: CancelSignal | None) -> None:
+        self._own = own
+        self._caller = caller
+
+    def is_set(self) -> bool:
+        return self._own.is_set() or (self._caller is not None and self._caller.is_set())
+
+
+def _target(request: RunRequest, env: Mapping[str, str]) -> dict[str, Any]:
+    """The ``playbook`` or ``role`` arguments: the finalizer's own when it has one, else the watch's."""
+    watch = request.watch
+    playbook, role = watch.playbook, watch.role
+    finalizer = watch.finalizer
+    if request.finalizer and finalizer is not None and (finalizer.playbook or finalizer.role):
+        playbook, role = finalizer.playbook, finalizer.role
+    if playbook is not None:
+        return {"playbook": str(Path(playbook).absolute())}
+    if role is None:
+        raise ValueError(f"the watch for {watch.gvk} has neither a playbook nor a role")
+    role_path = Path(role).absolute()
+    inherited = env.get("ANSIBLE_ROLES_PATH", os.environ.get("ANSIBLE_ROLES_PATH", ""))
+    roles_path = os.pathsep.join(part for part in (str(role_path.parent), inherited) if part)
+    gathering = env.get("ANSIBLE_GATHERING", os.environ.get("ANSIBLE_GATHERING", ""))
+    return {
+        "role": role_path.name, "roles_path": roles_path, "hosts": "localhost",
+        "role_skip_facts": gathering.strip().lower() == "explicit",
+    }

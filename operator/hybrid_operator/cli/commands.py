@@ -1,0 +1,346 @@
+"""The ``hybrid-operator`` command line: the only place that parses argv.
+
+Each subcommand turns flags (and environment variables) into settings and
+hands them to the module that does the work.  Exit codes: 0 success, 1 runtime
+failure, 2 bad input (configuration or usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hybrid_operator import __version__, logs
+
+if TYPE_CHECKING:
+    from hybrid_operator.config.settings import Settings
+
+
+def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("cluster", help="run the embedded Kubernetes API server in the foreground")
+    parser.add_argument("--port", type=int, default=6443, help="TCP port on 127.0.0.1 (default 6443)")
+    parser.add_argument("--data-dir", type=Path, default=Path(".hybrid/cluster"),
+                        help="directory holding state.db (default .hybrid/cluster)")
+    parser.add_argument("--in-memory", action="store_true", help="keep nothing on disk")
+    parser.add_argument("--kubeconfig", type=Path, default=Path(".hybrid/kubeconfig"),
+                        help="kubeconfig written once the server accepts requests (default .hybrid/kubeconfig)")
+    parser.add_argument("--no-controllers", action="store_true",
+                        help="turn off the fake readiness/garbage-collection/namespace controllers")
+    parser.add_argument("--bookmark-interval", type=float, default=30.0,
+                        help="seconds between BOOKMARK events on idle watches (default 30)")
+    parser.add_argument("--audit-log", type=Path, default=None,
+                        help="append one JSON line per resource request (verb, group, resource, namespace, name, "
+                             "user agent) to this file")
+    parser.add_argument("--watch-history", type=int, default=20000, help=argparse.SUPPRESS)
+
+
+def _check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("check", help="validate a watches file and the files it references (no cluster)")
+    parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
+                        help="the watches file (default ./watches.yaml)")
+
+
+def _bool(text: str) -> bool:
+    """A boolean flag value, as Go's flag package reads it (``true``, ``false``, ``1``, ``0``, ``t``, ``F``...)."""
+    from hybrid_operator.config.values import parse_bool
+
+    value = parse_bool(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value
+
+
+def _duration(text: str) -> timedelta:
+    from hybrid_operator.config.values import DurationError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("run", help="run the operator for the kinds in watches.yaml")
+    _operator_options(parser, artifacts=Path("/tmp/hybrid-operator/runner"))
+    parser.add_argument("--kubeconfig", type=Path, default=None,
+                        help="kubeconfig to use (default: $KUBECONFIG, else the in-cluster service account)")
+
+
+def _up_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("up", help="local cluster + CRDs + operator + samples, with a live summary (make run)")
+    parser.add_argument("--port", type=int, default=6443, help="local cluster port on 127.0.0.1 (default 6443)")
+    parser.add_argument("--data-dir", type=Path, default=Path(".hybrid/cluster"),
+                        help="local cluster data (default .hybrid/cluster; reused by the next up)")
+    parser.add_argument("--kubeconfig", type=Path, default=Path(".hybrid/kubeconfig"),
+                        help="kubeconfig written for the local cluster (default .hybrid/kubeconfig)")
+    parser.add_argument("--crd-dir", type=Path, default=Path("config/crd"), help="CRDs to install (config/crd)")
+    parser.add_argument("--samples-dir", type=Path, default=Path("config/samples"),
+                        help="resources to create if absent (config/samples)")
+    parser.add_argument("--no-summary", action="store_true", help="log changes instead of the live summary")
+    parser.add_argument("--audit-log", type=Path, default=None,
+                        help="the local cluster appends one JSON line per resource request to this file")
+    _operator_options(parser, artifacts=Path(".hybrid/runner"))
+
+
+def _operator_options(parser: argparse.ArgumentParser, artifacts: Path) -> None:
+    parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
+                        help="the watches file (default ./watches.yaml)")
+    parser.add_argument("--max-concurrent-reconciles", type=int, default=None,
+                        help="reconciles at once per kind (default: number of CPUs); "
+                             "MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> overrides it per kind")
+    parser.add_argument("--max-workers", type=int, default=None,
+                        help="runs at once across all kinds (default: 2 x CPUs)")
+    parser.add_argument("--reconcile-period", type=_duration, default=timedelta(hours=10),
+                        help="default resync period, a Go duration (default 10h)")
+    parser.add_argument("--ansible-verbosity", type=int, default=2, choices=range(8), metavar="0-7",
+                        help="ansible-runner verbosity (default 2); ANSIBLE_VERBOSITY_<KIND>_<GROUP> per kind")
+    parser.add_argument("--ansible-args", default="", help="extra arguments for ansible-playbook")
+    parser.add_argument("--inject-owner-ref", type=_bool, default=True, metavar="BOOL",
+                        help="add owner references to what playbooks create (default true)")
+    parser.add_argument("--artifacts-dir", type=Path, default=artifacts,
+                        help=f"per-CR ansible-runner directories (default {artifacts})")
+    parser.add_argument("--run-timeout", type=_duration, default=timedelta(hours=1),
+                        help="a run taking longer is stopped and reported as failed (default 1h)")
+    parser.add_argument("--suppress-override-values", type=_bool, nargs="?", const=True, default=False,
+                        metavar="BOOL", help="Helm: mask overrideValues in OverrideValuesInUse events")
+    parser.add_argument("--history-max", type=int, default=10,
+                        help="Helm: revisions kept per release (default 10, 0 = no limit)")
+    parser.add_argument("--helm-manifest-digest", type=_bool, nargs="?", const=True, default=False,
+                        metavar="BOOL", help="Helm: store a sha256 of the manifest in status.deployedRelease "
+                                             "instead of the manifest")
+    parser.add_argument("--helm-timeout", type=_duration, default=timedelta(minutes=5),
+                        help="Helm: --timeout of each helm install/upgrade/rollback/uninstall (default 5m)")
+    _operations_options(parser)
+
+
+def _operations_options(parser: argparse.ArgumentParser) -> None:
+    """Metrics, probes, leader election and shutdown (docs/operations.md)."""
+    parser.add_argument("--metrics-bind-address", "--metrics-addr", default=":8080",
+                        help="Prometheus /metrics address, host:port or :port; 0 turns it off (default :8080)")
+    parser.add_argument("--health-probe-bind-address", default=":8081",
+                        help="/healthz and /readyz address; 0 turns it off (default :8081)")
+    parser.add_argument("--leader-elect", "--enable-leader-election", type=_bool, nargs="?", const=True,
+                        default=False, metavar="BOOL",
+                        help="only the holder of a Lease reconciles; other replicas stand by (default false)")
+    parser.add_argument("--leader-election-id", default=None,
+                        help="name of the Lease (default $OPERATOR_NAME, else hybrid-operator)")
+    parser.add_argument("--leader-election-namespace", default="",
+                        help="namespace of the Lease (default $POD_NAMESPACE, the pod's namespace, else default)")
+    parser.add_argument("--leader-elect-lease-duration", type=_duration, default=timedelta(seconds=15),
+                        help="how long a standby waits before taking an unrenewed Lease (default 15s)")
+    parser.add_argument("--leader-elect-renew-deadline", type=_duration, default=timedelta(seconds=10),
+                        help="how long the leader keeps trying to renew before it stops reconciling (default 10s)")
+    parser.add_argument("--leader-elect-retry-period", type=_duration, default=timedelta(seconds=2),
+                        help="time between leader election attempts (default 2s)")
+    parser.add_argument("--graceful-shutdown-timeout", type=_duration, default=timedelta(seconds=30),
+                        help="on SIGTERM, how long runs in progress may take to finish before they are "
+                             "cancelled (default 30s)")
+    parser.add_argument("--readiness-window", type=_duration, default=timedelta(seconds=15),
+                        help="/readyz fails when a watched kind showed no sign of life for longer (default 15s)")
+
+
+def _authoring_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """init, create api, generate and preview: the authoring workflow (scaffold.py, generate.py, preview.py)."""
+    init = sub.add_parser("init", help="a new operator project (watches.yaml, roles/, charts/, config/, molecule/)")
+    init.add_argument("--domain", default="", help="API domain appended to the groups of create api (example.com)")
+    init.add_argument("directory", nargs="?", type=Path, default=Path("."), help="project directory (default .)")
+    create = sub.add_parser("create", help="add to the project: create api")
+    api = create.add_subparsers(dest="create_command", required=True).add_parser(
+        "api", help="a new kind: watches entry, role/playbook/chart, CRD, RBAC, sample, molecule scenario")
+    api.add_argument("--group", required=True, help="API group (the domain from PROJECT is appended)")
+    api.add_argument("--version", required=True, help="API version, e.g. v1alpha1")
+    api.add_argument("--kind", required=True, help="kind, CamelCase, e.g. Memcached")
+    flavor = api.add_mutually_exclusive_group(required=True)
+    flavor.add_argument("--generate-role", action="store_true", help="reconcile with a new role roles/<kind>")
+    flavor.add_argument("--generate-playbook", action="store_true", help="reconcile with playbooks/<kind>.yml")
+    flavor.add_argument("--helm-chart", type=Path, metavar="PATH", help="reconcile with this chart (copied to charts/)")
+    flavor.add_argument("--new-chart", action="store_true", help="reconcile with a new chart charts/<kind>")
+    api.add_argument("--project-dir", type=Path, default=Path("."), help="project directory (default .)")
+    generate = sub.add_parser("generate", help="config/ manifests from watches.yaml, schemas/ and the automation")
+    generate.add_argument("target", choices=["crd", "rbac", "manager", "all"])
+    generate.add_argument("--output", type=Path, default=None, help="where to write (default <project>/config)")
+    generate.add_argument("--project-dir", type=Path, default=Path("."), help="project directory (default .)")
+    preview = sub.add_parser("preview", help="what applying a CR would change, without changing anything "
+                                             "(exit 0: nothing, 1: changes, 2: error)")
+    preview.add_argument("-f", "--filename", type=Path, required=True, help="the custom resource (YAML)")
+    preview.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
+                         help="the watches file (default ./watches.yaml)")
+    preview.add_argument("--kubeconfig", type=Path, default=None, help="kubeconfig (default $KUBECONFIG)")
+    preview.add_argument("-n", "--namespace", default=None,
+                         help="namespace of the CR (default: the file's, else default)")
+
+
+def run_authoring(args: argparse.Namespace) -> int:
+    from hybrid_operator import errors
+
+    try:
+        if args.command == "preview":
+            from hybrid_operator.preview import preview
+
+            return preview.main(args.filename, args.watches_file, args.kubeconfig, args.namespace)
+        for line in _authoring(args):
+            print(line)
+    except errors.ConfigurationError as exc:
+        print(f"hybrid-operator {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+def _authoring(args: argparse.Namespace) -> list[str]:
+    from hybrid_operator.authoring import generate, scaffold
+
+    if args.command == "init":
+        return scaffold.init(args.directory, args.domain)
+    if args.command == "generate":
+        changed = generate.run(args.project_dir, args.target, args.output)
+        return changed or ["manifests are up to date"]
+    flavor: scaffold.Flavor = "role" if args.generate_role else "playbook" if args.generate_playbook else "chart"
+    request = scaffold.ApiRequest(group=args.group, version=args.version, kind=args.kind, flavor=flavor,
+                                  chart=args.helm_chart)
+    return scaffold.create_api(args.project_dir, request)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hybrid-operator", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"hybrid-operator {__version__}")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _cluster_parser(sub)
+    _check_parser(sub)
+    _run_parser(sub)
+    _up_parser(sub)
+    _authoring_parsers(sub)
+    return parser
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    from hybrid_operator.localcluster import server
+
+    options = server.ClusterOptions(
+        port=args.port,
+        data_dir=args.data_dir,
+        in_memory=args.in_memory,
+        kubeconfig=args.kubeconfig,
+        controllers=not args.no_controllers,
+        bookmark_interval=args.bookmark_interval,
+        audit_log=args.audit_log,
+        watch_history=args.watch_history,
+    )
+    try:
+        asyncio.run(server.serve_forever(options))
+    except OSError as exc:
+        print(f"hybrid-operator cluster: cannot serve on 127.0.0.1:{args.port}: {exc.strerror}. "
+              "Choose another --port or stop what is using it.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from hybrid_operator import errors
+    from hybrid_operator.config import watches
+
+    try:
+        loaded = watches.load(args.watches_file)
+    except errors.ConfigurationError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+    for watch in loaded:
+        if isinstance(watch, watches.AnsibleWatch):
+            target = f"playbook {watch.playbook}" if watch.playbook else f"role {watch.role}"
+        else:
+            target = f"chart {watch.chart}"
+        print(f"{watch.gvk}: {watch.runner} {target}")
+    print(f"{args.watches_file}: {len(loaded)} valid entries")
+    return 0
+
+
+def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
+    import os
+
+    from hybrid_operator.config import settings
+
+    environ = dict(os.environ)
+    defaults = settings.Settings()
+    return settings.Settings(
+        watches_file=args.watches_file.absolute(),
+        kubeconfig=kubeconfig.absolute() if kubeconfig else None,
+        namespaces=settings.namespaces_from_env(environ),
+        max_concurrent_reconciles=args.max_concurrent_reconciles or defaults.max_concurrent_reconciles,
+        max_workers=args.max_workers or defaults.max_workers,
+        reconcile_period=args.reconcile_period,
+        ansible_verbosity=args.ansible_verbosity,
+        ansible_args=args.ansible_args,
+        inject_owner_ref=args.inject_owner_ref,
+        artifacts_dir=args.artifacts_dir.absolute(),  # runs have another working directory
+        run_timeout=args.run_timeout,
+        suppress_override_values=args.suppress_override_values,
+        helm_history_max=max(0, args.history_max),
+        helm_manifest_digest=args.helm_manifest_digest,
+        helm_timeout=args.helm_timeout,
+        metrics_bind_address=args.metrics_bind_address,
+        health_probe_bind_address=args.health_probe_bind_address,
+        leader_elect=args.leader_elect,
+        leader_election_id=args.leader_election_id or environ.get("OPERATOR_NAME") or defaults.leader_election_id,
+        leader_election_namespace=args.leader_election_namespace,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+        graceful_shutdown_timeout=args.graceful_shutdown_timeout,
+        readiness_window=args.readiness_window,
+        environ=environ,
+    )
+
+
+def run_operator(args: argparse.Namespace) -> int:
+    import os
+
+    from hybrid_operator import errors
+    from hybrid_operator.manager import runtime
+
+    kubeconfig = args.kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
+    try:
+        return runtime.run(_settings(args, kubeconfig))
+    except errors.ConfigurationError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from hybrid_operator import errors
+    from hybrid_operator.cli import up
+
+    options = up.UpOptions(port=args.port, data_dir=args.data_dir, kubeconfig=args.kubeconfig,
+                           crd_dir=args.crd_dir, samples_dir=args.samples_dir, log_format=args.log_format,
+                           summary=not args.no_summary, audit_log=args.audit_log)
+    try:
+        return up.run(options, _settings(args, args.kubeconfig))
+    except errors.ConfigurationError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logs.configure(args.log_level, args.log_format)
+    if args.command == "cluster":
+        return run_cluster(args)
+    if args.command == "check":
+        return run_check(args)
+    if args.command == "run":
+        return run_operator(args)
+    if args.command == "up":
+        return run_up(args)
+    if args.command in ("init", "create", "generate", "preview"):
+        return run_authoring(args)
+    parser.error(f"unknown command {args.command}")
+    return 2
+

@@ -1,0 +1,99 @@
+"""One documented settings object for ``hybrid-operator run``: flags, environment, defaults.
+
+The CLI fills it from argv and the environment; everything else reads it.  Each
+field says where it comes from; the README's reference tables list the same.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from hybrid_operator.config.watches import GroupVersionKind
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Settings of one operator process."""
+
+    #: ``--watches-file`` (default ``./watches.yaml``).
+    watches_file: Path = Path("watches.yaml")
+    #: ``--kubeconfig``, else ``KUBECONFIG``, else the in-cluster service account (None).
+    kubeconfig: Path | None = None
+    #: ``WATCH_NAMESPACE`` (comma-separated); empty means every namespace.
+    namespaces: tuple[str, ...] = ()
+    #: ``--max-concurrent-reconciles`` per kind (default: number of CPUs), overridden per kind by
+    #: ``MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP>``.
+    max_concurrent_reconciles: int = field(default_factory=lambda: os.cpu_count() or 1)
+    #: ``--max-workers``: runs at once across all kinds (default 2 x CPUs).
+    max_workers: int = field(default_factory=lambda: 2 * (os.cpu_count() or 1))
+    #: ``--reconcile-period`` (default 10h, as the Operator SDK).
+    reconcile_period: timedelta = timedelta(hours=10)
+    #: ``--ansible-verbosity`` (default 2), overridden per kind by ``ANSIBLE_VERBOSITY_<KIND>_<GROUP>``.
+    ansible_verbosity: int = 2
+    #: ``--ansible-args``: extra ansible-playbook arguments.
+    ansible_args: str = ""
+    #: ``--inject-owner-ref`` (accepted; wired with the ownership proxy).
+    inject_owner_ref: bool = True
+    #: ``--artifacts-dir``: where per-CR ansible-runner directories live.
+    artifacts_dir: Path = Path("/tmp/hybrid-operator/runner")
+    #: ``--run-timeout``: a playbook run taking longer is killed and reported as failed.
+    run_timeout: timedelta = timedelta(hours=1)
+    #: ``--suppress-override-values``: mask override values (``****``) in ``OverrideValuesInUse`` events.
+    suppress_override_values: bool = False
+    #: ``--history-max``: Helm revisions kept per release (default 10; 0 means no limit).
+    helm_history_max: int = 10
+    #: ``--helm-manifest-digest``: ``status.deployedRelease`` holds a sha256 of the manifest, not the manifest.
+    helm_manifest_digest: bool = False
+    #: ``--helm-timeout``: helm's ``--timeout`` for each install/upgrade/rollback/uninstall; a helm process
+    #: still running 30 s after that is stopped.
+    helm_timeout: timedelta = timedelta(minutes=5)
+    #: ``--metrics-bind-address``: Prometheus ``/metrics`` (default ``:8080``; ``0`` turns it off).
+    metrics_bind_address: str = ":8080"
+    #: ``--health-probe-bind-address``: ``/healthz`` and ``/readyz`` (default ``:8081``; ``0`` turns it off).
+    health_probe_bind_address: str = ":8081"
+    #: ``--leader-elect``: only the holder of a Lease reconciles; the other replicas stand by.
+    leader_elect: bool = False
+    #: ``--leader-election-id``: the Lease's name (default ``OPERATOR_NAME``, else ``hybrid-operator``).
+    leader_election_id: str = "hybrid-operator"
+    #: ``--leader-election-namespace``: the Lease's namespace (default ``POD_NAMESPACE``, the service
+    #: account's namespace, else ``default``); empty means that default.
+    leader_election_namespace: str = ""
+    #: ``--leader-elect-lease-duration`` (15s), ``--leader-elect-renew-deadline`` (10s),
+    #: ``--leader-elect-retry-period`` (2s): client-go's durations.
+    lease_duration: timedelta = timedelta(seconds=15)
+    renew_deadline: timedelta = timedelta(seconds=10)
+    retry_period: timedelta = timedelta(seconds=2)
+    #: ``--graceful-shutdown-timeout``: on SIGTERM, runs in progress may finish within this; then they
+    #: are cancelled (default 30s).
+    graceful_shutdown_timeout: timedelta = timedelta(seconds=30)
+    #: ``--readiness-window``: ``/readyz`` fails when a watched kind showed no sign of life for longer.
+    readiness_window: timedelta = timedelta(seconds=15)
+    #: environment the process was started with (for per-kind overrides).
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def kind_suffix(self, gvk: GroupVersionKind) -> str:
+        """``<KIND>_<GROUP>`` as the Operator SDK forms it: upper case, ``.`` replaced by ``_``."""
+        return f"{gvk.kind}_{gvk.group}".upper().replace(".", "_")
+
+    def concurrency_for(self, gvk: GroupVersionKind) -> int:
+        for prefix in ("MAX_CONCURRENT_RECONCILES_", "WORKER_"):
+            value = self.environ.get(prefix + self.kind_suffix(gvk), "")
+            if re.fullmatch(r"\d+", value.strip()) and int(value) > 0:
+                return int(value)
+        return max(1, self.max_concurrent_reconciles)
+
+    def verbosity_for(self, gvk: GroupVersionKind) -> int:
+        value = self.environ.get("ANSIBLE_VERBOSITY_" + self.kind_suffix(gvk), "")
+        if re.fullmatch(r"\d+", value.strip()):
+            return min(7, int(value))
+        return self.ansible_verbosity
+
+
+def namespaces_from_env(environ: Mapping[str, str]) -> tuple[str, ...]:
+    raw = environ.get("WATCH_NAMESPACE", "")
+    return tuple(part.strip() for part in raw.split(",") if part.strip())

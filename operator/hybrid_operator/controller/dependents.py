@@ -1,0 +1,209 @@
+"""Dependent watches: a change to something an operator created brings its owner back.
+
+For every child kind an owner kind is known to have (from the ownership proxy
+for Ansible runs, from the release manifest for Helm, and persisted on each
+owner so they come back at once after a restart), one watch per child kind
+follows that kind cluster-wide (or in the watched namespaces).  Each event is
+mapped to its owners — through ``ownerReferences`` or the SDK's
+``operator-sdk/primary-resource*`` annotations — and passed through the SDK's
+DependentPredicate: creations are ignored, updates count only when something
+other than status, resourceVersion or managedFields changed, deletions always
+count.  The owner's key is then enqueued: level-triggered, the reconcile reads
+everything afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_operator import errors
+from hybrid_operator.config.watches import GroupVersionKind
+from hybrid_operator.kube import objects
+from hybrid_operator.kube.client import ClusterClient, ResourceRef
+
+log = logging.getLogger(__name__)
+
+#: Annotation on an owner listing its child kinds (``group/version/Kind`` comma-separated), so that
+#: dependent watches are re-established as soon as the owner is listed after a restart.
+DEPENDENT_KINDS_ANNOTATION = "hybrid-operator.dev/dependent-kinds"
+#: the SDK's link from a child to an owner it cannot reference (cluster-scoped or in another namespace)
+PRIMARY_RESOURCE = "operator-sdk/primary-resource"
+PRIMARY_RESOURCE_TYPE = "operator-sdk/primary-resource-type"
+
+OwnerKind = tuple[str, str]  # (group, kind) of an owner
+Enqueue = Callable[[OwnerKind, str, str], None]  # owner kind, namespace, name
+
+
+#: A watched dependent kind.
+ChildKind = GroupVersionKind
+
+
+def kind_text(kind: ChildKind) -> str:
+    """``group/version/Kind`` (the core group is empty: ``/v1/Service``), as kept in the annotation."""
+    return f"{kind.group}/{kind.version}/{kind.kind}"
+
+
+def parse_kind(text: str) -> ChildKind | None:
+    parts = text.strip().split("/")
+    if len(parts) != 3 or not parts[1] or not parts[2]:
+        return None
+    return ChildKind(parts[0], parts[1], parts[2])
+
+
+def parse_kinds(annotation: str | None) -> set[ChildKind]:
+    found = set()
+    for part in (annotation or "").split(","):
+        kind = parse_kind(part)
+        if kind is not None:
+            found.add(kind)
+    return found
+
+
+def format_kinds(kinds: set[ChildKind]) -> str:
+    return ",".join(sorted(kind_text(kind) for kind in kinds))
+
+
+def essence(obj: dict[str, Any]) -> str:
+    """What the DependentPredicate compares: everything but status, resourceVersion and managedFields."""
+    meta = {k: v for k, v in objects.meta(obj).items()
+            if k not in ("resourceVersion", "managedFields", "generation")}
+    rest = {k: v for k, v in obj.items() if k not in ("status", "metadata")}
+    rest["metadata"] = meta
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, default=str).encode()).hexdigest()
+
+
+HELM_RELEASE_NAME = "meta.helm.sh/release-name"
+HELM_RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
+
+
+def owners_of(obj: dict[str, Any], owner_kinds: set[OwnerKind],
+              helm_kinds: Collection[OwnerKind] = ()) -> list[tuple[OwnerKind, str, str]]:
+    """The watched owners an object points at: (owner kind, namespace, name).
+
+    Through ``ownerReferences``, the SDK's ``operator-sdk/primary-resource*`` annotations, and, for
+    Helm kinds, the annotations helm puts on every object it applies (release name = resource name).
+    """
+    meta = objects.meta(obj)
+    found: list[tuple[OwnerKind, str, str]] = []
+    helm_annotations = meta.get("annotations") or {}
+    release = helm_annotations.get(HELM_RELEASE_NAME)
+    if release:
+        for owner_kind in sorted(helm_kinds):
+            found.append((owner_kind, str(helm_annotations.get(HELM_RELEASE_NAMESPACE) or ""), str(release)))
+    for ref in meta.get("ownerReferences") or []:
+        group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+        key = (group, str(ref.get("kind", "")))
+        if key in owner_kinds:
+            found.append((key, str(meta.get("namespace") or ""), str(ref.get("name", ""))))
+    annotations = meta.get("annotations") or {}
+    primary = annotations.get(PRIMARY_RESOURCE)
+    primary_type = annotations.get(PRIMARY_RESOURCE_TYPE)
+    if primary and primary_type:
+        kind, _, group = str(primary_type).partition(".")
+        namespace, _, name = str(primary).rpartition("/")
+        if (group, kind) in owner_kinds:
+            found.append(((group, kind), namespace, name))
+    return found
+
+
+@dataclass
+class _Watch:
+    child: ChildKind
+    owners: set[OwnerKind] = field(default_factory=set)
+    helm_owners: set[OwnerKind] = field(default_factory=set)
+    task: asyncio.Task[None] | None = None
+    essences: dict[tuple[str, str], str] = field(default_factory=dict)
+
+
+class DependentWatches:
+    """One watch per child kind; events re-enqueue the owners that asked for them."""
+
+    def __init__(self, cluster: ClusterClient, enqueue: Enqueue, namespaces: tuple[str, ...] = ()) -> None:
+        self.cluster = cluster
+        self.enqueue = enqueue
+        self.namespaces = namespaces
+        self._watches: dict[ChildKind, _Watch] = {}
+        self._closed = False
+
+    def watched(self) -> dict[ChildKind, set[OwnerKind]]:
+        return {kind: set(w.owners) for kind, w in self._watches.items()}
+
+    def ensure(self, child: ChildKind, owner: OwnerKind, *, helm: bool = False) -> bool:
+        """Watch ``child`` for ``owner``; True when this started a new watch."""
+        if self._closed:
+            return False
+        existing = self._watches.get(child)
+        if existing is not None:
+            existing.owners.add(owner)
+            if helm:
+                existing.helm_owners.add(owner)
+            return False
+        watch = _Watch(child, {owner}, {owner} if helm else set())
+        self._watches[child] = watch
+        watch.task = asyncio.get_running_loop().create_task(self._follow(watch))
+        log.info("dependent watch started", extra={"child": kind_text(child), "owner": "/".join(owner)})
+        return True
+
+    async def close(self) -> None:
+        self._closed = True
+        for watch in self._watches.values():
+            if watch.task is not None:
+                watch.task.cancel()
+        for watch in self._watches.values():
+            if watch.task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch.task
+
+    async def _follow(self, watch: _Watch) -> None:
+        delay = 1.0
+        while True:
+            try:
+                ref = await asyncio.to_thread(self.cluster.resolve, watch.child.group, watch.child.version,
+                                              watch.child.kind)
+                scopes = self.namespaces if (ref.namespaced and self.namespaces) else ("",)
+                await asyncio.gather(*(self._follow_scope(watch, ref, scope) for scope in scopes))
+                delay = 1.0
+            except asyncio.CancelledError:
+                raise
+            except (errors.TemporaryError, OSError, ValueError) as exc:
+                log.warning("dependent watch failed", extra={"child": kind_text(watch.child), "error": str(exc),
+                                                             "retry_in": delay})
+                await asyncio.sleep(delay)
+                delay = min(60.0, delay * 2)
+
+    async def _follow_scope(self, watch: _Watch, ref: ResourceRef, namespace: str) -> None:
+        items, version = await asyncio.to_thread(self.cluster.list_with_version, ref, namespace)
+        for obj in items:
+            meta = objects.meta(obj)
+            watch.essences[(str(meta.get("namespace") or ""), str(meta.get("name")))] = essence(obj)
+        async for event in self.cluster.watch(ref, namespace, version, timeout_seconds=300):
+            self._handle(watch, event)
+
+    def _handle(self, watch: _Watch, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            raise errors.TemporaryError(f"watch of {kind_text(watch.child)} ended: {obj.get('message', '')}")
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            return
+        meta = objects.meta(obj)
+        key = (str(meta.get("namespace") or ""), str(meta.get("name")))
+        current = essence(obj)
+        previous = watch.essences.get(key)
+        if kind == "DELETED":
+            watch.essences.pop(key, None)
+        else:
+            watch.essences[key] = current
+        if kind == "ADDED" or (kind == "MODIFIED" and previous == current):
+            return
+        for owner_kind, namespace, name in owners_of(obj, watch.owners, watch.helm_owners):
+            log.info("dependent changed", extra={"child": f"{watch.child.kind}/{key[1]}", "event": kind,
+                                                 "owner": f"{owner_kind[1]}/{name}"})
+            self.enqueue(owner_kind, namespace, name)

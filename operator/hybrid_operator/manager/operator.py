@@ -1,0 +1,282 @@
+"""The operator process: every controller, their shared watches of dependents and triggers, and its lifecycle.
+
+One :class:`~hybrid_operator.controller.controller.Controller` per ``watches.yaml`` entry, all fed
+by one kopf event source; dependents' and related objects' events bring their owners back. It runs
+the process's lifecycle (docs/operations.md): workers only while this replica leads (leader
+election), readiness signals and metrics, and the graceful shutdown -- stop taking work, let
+running reconciles finish within ``--graceful-shutdown-timeout``, cancel the rest (their status
+says so), release the Lease, and only then stop kopf.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from hybrid_operator import errors
+from hybrid_operator.ansible import ownership
+from hybrid_operator.config.settings import Settings
+from hybrid_operator.config.watches import AnsibleWatch, GroupVersionKind, HelmWatch, Watch
+from hybrid_operator.controller import dependents, source, triggers
+from hybrid_operator.controller.controller import Controller, controller_names, workers_for
+from hybrid_operator.controller.metrics import OperatorMetrics
+from hybrid_operator.controller.reconcile import Reconciler, RunCancel
+from hybrid_operator.kube import objects
+from hybrid_operator.kube.client import ClusterClient
+from hybrid_operator.manager import health
+from hybrid_operator.manager.leader import LeaderElector
+
+log = logging.getLogger(__name__)
+
+#: after cancelling the runs still going at the end of the graceful shutdown timeout, how long they
+#: get to stop and write their status (ansible notices within 0.5 s; helm gets 10 s after SIGTERM)
+CANCEL_GRACE = 15.0
+SHUTDOWN_REASON = "the operator is shutting down"
+
+Background = Callable[[], Coroutine[Any, Any, None]]
+
+
+class Operator:
+    """Everything one ``hybrid-operator run`` process runs.
+
+    ``stop`` is set by the first SIGTERM/SIGINT (a second one skips the wait for running reconciles).
+    With an ``elector`` the workers run only while this replica leads; ``background`` coroutines
+    (readiness probes) run until shutdown; ``run_cancel`` is what cancels runs at the end of the
+    graceful shutdown timeout.
+    """
+
+    def __init__(self, settings: Settings, watches: Sequence[Watch], cluster: ClusterClient,
+                 reconcilers: Sequence[Reconciler], *, metrics: OperatorMetrics | None = None,
+                 readiness: health.Readiness | None = None, run_cancel: RunCancel | None = None,
+                 background: Sequence[Background] = ()) -> None:
+        self.settings = settings
+        self.cluster = cluster
+        self.metrics = metrics
+        self.readiness = readiness
+        self.run_cancel = run_cancel or RunCancel()
+        self.background = list(background)
+        self.elector: LeaderElector | None = None
+        self.stop = asyncio.Event()
+        self.force = asyncio.Event()
+        self.controllers = [
+            Controller(watch, reconciler, workers_for(settings, watch), name=name, metrics=metrics, readiness=readiness)
+            for watch, reconciler, name in zip(watches, reconcilers, controller_names(watches), strict=True)
+        ]
+        if metrics is not None:
+            metrics.registry.add_collector(self._collect)
+        self._by_watch = {id(c.watch): c for c in self.controllers}
+        self.dependents = dependents.DependentWatches(cluster, self.enqueue_owner, settings.namespaces)
+        self.related = triggers.RelatedWatches(cluster, settings.namespaces)
+        self._recorded: set[tuple[GroupVersionKind, str, str, dependents.ChildKind]] = set()
+        for controller in self.controllers:
+            controller.on_known_children = self._watch_known_children
+            for index in controller.trigger_indexes:
+                self.related.add(index)
+
+    # -- dependents ----------------------------------------------------------------------------
+
+    def _ensure_dependent(self, kind: dependents.ChildKind, owner: dependents.OwnerKind, helm: bool = False) -> None:
+        if self.dependents.ensure(kind, owner, helm=helm) and self.metrics is not None:
+            self.metrics.dependent_watches.add(1)
+
+    def _controllers_for(self, owner_kind: dependents.OwnerKind) -> list[Controller]:
+        return [c for c in self.controllers if c.owner_kind == owner_kind]
+
+    def enqueue_owner(self, owner_kind: dependents.OwnerKind, namespace: str, name: str) -> None:
+        for controller in self._controllers_for(owner_kind):
+            controller.queue.add((namespace, name))
+
+    def _wants(self, controller: Controller, child: dependents.ChildKind, cluster_scoped_annotation: bool) -> bool:
+        watch = controller.watch
+        if not watch.watch_dependent_resources:
+            return False
+        if isinstance(watch, AnsibleWatch):
+            if any((b.group, b.version, b.kind) == (child.group, child.version, child.kind) for b in watch.blacklist):
+                return False
+            if cluster_scoped_annotation and not watch.watch_cluster_scoped_resources:
+                return False
+        return True
+
+    def _watch_known_children(self, controller: Controller, kinds: set[dependents.ChildKind]) -> None:
+        """Restart recovery: the kinds persisted on an owner are watched as soon as it is listed."""
+        for kind in kinds:
+            if self._wants(controller, kind, cluster_scoped_annotation=False):
+                self._ensure_dependent(kind, controller.owner_kind, helm=isinstance(controller.watch, HelmWatch))
+
+    async def child_written(self, owner: ownership.OwnerKey, child: ownership.ChildRef) -> None:
+        """The ownership proxy saw a run write a dependent: watch its kind, remember it on the owner."""
+        group = owner.api_version.rpartition("/")[0]
+        kind = dependents.ChildKind(child.group, child.version, child.kind)
+        cluster_scoped = child.link == "annotations" and not child.namespace
+        for controller in self._controllers_for((group, owner.kind)):
+            if self._wants(controller, kind, cluster_scoped):
+                self._ensure_dependent(kind, controller.owner_kind)
+                await self._record_kinds(controller, owner.namespace, owner.name, {kind})
+
+    async def helm_children(self, watch: Watch, obj: dict[str, Any], kinds: set[dependents.ChildKind]) -> None:
+        """A release was deployed or repaired: watch the kinds of its manifest."""
+        controller = self._by_watch.get(id(watch))
+        if controller is None or not kinds or not controller.watch.watch_dependent_resources:
+            return
+        for kind in kinds:
+            self._ensure_dependent(kind, controller.owner_kind, helm=True)
+        await self._record_kinds(controller, objects.namespace(obj), objects.name(obj), kinds)
+
+    async def _record_kinds(self, controller: Controller, namespace: str, name: str,
+                            kinds: set[dependents.ChildKind]) -> None:
+        """Persist the child kinds on the owner unless already done.
+
+        ``_recorded`` only caches what is known to be on the owner (it saves a GET per write a playbook
+        makes); it is dropped when the owner is deleted, and losing it costs one GET.
+        """
+        recorded = {(controller.watch.gvk, namespace, name, kind) for kind in kinds}
+        if recorded <= self._recorded:
+            return
+        await asyncio.to_thread(self._remember, controller, namespace, name, kinds)
+        self._recorded |= recorded
+
+    def _remember(self, controller: Controller, namespace: str, name: str, kinds: set[dependents.ChildKind]) -> None:
+        """Persist the child kinds on the owner (an annotation), so a restart re-watches them at once.
+
+        Runs in a thread; the callers keep ``_recorded``.
+        """
+        gvk = controller.watch.gvk
+        try:
+            ref = self.cluster.resolve(gvk.group, gvk.version, gvk.kind)
+            obj = self.cluster.get(ref, namespace, name)
+            if obj is None:
+                return
+            annotations = objects.annotations(obj)
+            known = dependents.parse_kinds(annotations.get(dependents.DEPENDENT_KINDS_ANNOTATION))
+            if not kinds <= known:
+                value = dependents.format_kinds(known | kinds)
+                self.cluster.patch_metadata(ref, namespace, name,
+                                            {"annotations": {dependents.DEPENDENT_KINDS_ANNOTATION: value}})
+        except errors.TemporaryError as exc:
+            log.warning("dependent kinds not recorded", extra={"kind": gvk.kind, "cr": name, "error": str(exc)})
+
+    async def _on_event(self, watch: Watch, event_type: str, body: dict[str, Any]) -> None:
+        controller = self._by_watch.get(id(watch))
+        if controller is not None:
+            await controller.on_event(event_type, body)
+            if event_type == "DELETED" and self._recorded:
+                gone = (watch.gvk, *objects.key(body))
+                self._recorded = {entry for entry in self._recorded if entry[:3] != gone}
+
+    # -- metrics -------------------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        """Refresh the gauges read at scrape time."""
+        assert self.metrics is not None
+        for controller in self.controllers:
+            self.metrics.queue_depth.set(controller.queue.depth(), controller.name)
+            if self.readiness is not None:
+                self.metrics.watch_healthy.set(1 if self.readiness.fresh(controller.name) else 0, controller.name)
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    async def start_leading(self) -> None:
+        if self.stop.is_set():
+            return
+        self._set_leader(1)
+        for controller in self.controllers:
+            controller.start()
+
+    async def stop_leading(self) -> None:
+        """Leadership lost: stop every reconcile at once (runs are killed, nothing more is written)."""
+        self._set_leader(0)
+        await asyncio.gather(*(controller.stop_now() for controller in self.controllers))
+
+    def _set_leader(self, value: int) -> None:
+        if self.metrics is not None and self.elector is not None:
+            self.metrics.leader.set(value, self.elector.config.name)
+
+    # -- running and stopping ------------------------------------------------------------------
+
+    def handle_signal(self, *_: Any) -> None:
+        """SIGTERM/SIGINT: the first one starts the graceful shutdown, the next one cuts it short."""
+        if self.stop.is_set():
+            log.warning("second stop signal: cancelling the runs in progress now")
+            self.force.set()
+        self.stop.set()
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Run until ``stop`` (default :attr:`stop`) is set or kopf ends; then shut down gracefully."""
+        if stop is not None:
+            self.stop = stop
+        ready, kopf_stop, election_stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        registry = source.build_registry([c.watch for c in self.controllers], self._on_event,
+                                           self.cluster.connection())
+        self.related.start()
+        # every task of ours is created before kopf starts: kopf waits 5 s for "hung" tasks born after it
+        tasks = [asyncio.create_task(self._on_ready(ready)), *(asyncio.create_task(b()) for b in self.background)]
+        election = asyncio.create_task(self.elector.run(election_stop)) if self.elector is not None else None
+        if self.elector is None:
+            await self.start_leading()
+        stopping = asyncio.create_task(self.stop.wait())
+        kopf_task = asyncio.create_task(source.run(registry, self.settings.namespaces, kopf_stop, ready,
+                                                     on_signal=self.handle_signal))
+        log.info("operator started", extra={"kinds": ",".join(str(c.watch.gvk) for c in self.controllers),
+                                            "namespaces": ",".join(self.settings.namespaces) or "*",
+                                            "leader_election": self.elector is not None})
+        try:
+            await asyncio.wait({stopping, kopf_task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            started = time.monotonic()
+            await self._drain()
+            election_stop.set()
+            if election is not None and self.elector is not None:
+                await asyncio.gather(election, return_exceptions=True)
+                await self.elector.release()
+            await self.dependents.close()
+            await self.related.close()
+            for task in (*tasks, stopping):
+                task.cancel()
+            await asyncio.gather(*tasks, stopping, return_exceptions=True)
+            kopf_stop.set()
+            await kopf_task
+            log.info("operator stopped", extra={"shutdown_seconds": round(time.monotonic() - started, 3)})
+
+    async def _on_ready(self, ready: asyncio.Event) -> None:
+        await ready.wait()
+        if self.readiness is not None:
+            self.readiness.started = True
+        log.info("watching started")
+
+    async def _drain(self) -> None:
+        """Stop taking work; let running reconciles finish within the graceful timeout, then cancel them."""
+        if self.readiness is not None:
+            self.readiness.stopping = True
+        for controller in self.controllers:
+            controller.draining = True
+        timeout = self.settings.graceful_shutdown_timeout.total_seconds()
+        running = self._in_flight()
+        if running:
+            log.info("waiting for running reconciles", extra={"reconciles": running, "timeout": timeout})
+            if not await self._wait_idle(timeout, self.force):
+                log.warning("cancelling running reconciles", extra={"reconciles": self._in_flight(),
+                                                                    "reason": SHUTDOWN_REASON})
+                self.run_cancel.cancel(SHUTDOWN_REASON)
+                await self._wait_idle(CANCEL_GRACE, None)
+        for controller in self.controllers:
+            await controller.close()
+
+    def _in_flight(self) -> int:
+        return sum(c.in_flight for c in self.controllers)
+
+    async def _wait_idle(self, timeout: float, force: asyncio.Event | None) -> bool:
+        """True when no reconcile runs any more; False after ``timeout`` or when ``force`` is set."""
+        idle = asyncio.ensure_future(asyncio.gather(*(c.idle.wait() for c in self.controllers)))
+        waiters: set[asyncio.Future[Any]] = {idle}
+        if force is not None:
+            waiters.add(asyncio.ensure_future(force.wait()))
+        try:
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        return self._in_flight() == 0

@@ -1,0 +1,176 @@
+"""Starting and stopping one operator process (``hybrid-operator run``).
+
+Loads and validates ``watches.yaml`` (fatal on any problem), connects to the
+cluster, builds the runners (ansible-runner, and helm when there are Helm
+entries: its binary and every chart are checked at startup) and one reconciler
+per watch -- Ansible and Helm kinds side by side -- and runs them until
+SIGTERM/SIGINT, with the metrics, probe and playbook-metrics endpoints and,
+with ``--leader-elect``, the leader election (docs/operations.md).  This is
+the composition root: it is the one place that knows every concrete class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from hybrid_operator import __version__, errors
+from hybrid_operator.ansible.environment import METRICS_URL_ENV, ansible_env
+from hybrid_operator.ansible.ownership import ChildRef, OwnerKey
+from hybrid_operator.ansible.proxy import OwnerProxy
+from hybrid_operator.ansible.reconciler import AnsibleReconciler
+from hybrid_operator.ansible.runner import AnsibleRunner
+from hybrid_operator.config import watches
+from hybrid_operator.config.settings import Settings
+from hybrid_operator.controller.controller import controller_names
+from hybrid_operator.controller.metrics import OperatorMetrics
+from hybrid_operator.controller.reconcile import Reconciler, RunCancel
+from hybrid_operator.helm.client import HelmClient, HelmError, chart_digest, find_helm
+from hybrid_operator.helm.reconciler import HelmReconciler
+from hybrid_operator.kube.client import ClusterClient
+from hybrid_operator.manager import health, leader
+from hybrid_operator.manager.leader import ElectionConfig, LeaderElector
+from hybrid_operator.manager.metrics import metrics_app, user_metrics_app
+from hybrid_operator.manager.operator import Operator
+
+log = logging.getLogger(__name__)
+
+#: A coroutine run beside the operator until it stops (given the cluster client and the stop event).
+Companion = Callable[[ClusterClient, asyncio.Event], Coroutine[Any, Any, None]]
+
+def run(settings: Settings) -> int:
+    """``hybrid-operator run``: load and validate the watches (fatal on any problem), then serve."""
+    return serve(settings, watches.load(settings.watches_file, settings.environ))
+
+
+async def _helm_client(settings: Settings, loaded: list[watches.Watch], kubeconfig: Path) -> HelmClient | None:
+    """The helm client, after checking that helm runs and loads every chart (fatal otherwise)."""
+    charts = [w for w in loaded if isinstance(w, watches.HelmWatch)]
+    if not charts:
+        return None
+    executable = find_helm(settings.environ)
+    if executable is None:
+        raise errors.ConfigurationError("helm not found: Helm entries need the helm v4 binary; put it on PATH "
+                                        "or set HELM_BINARY")
+    client = HelmClient(executable, kubeconfig, history_max=settings.helm_history_max,
+                        timeout=settings.helm_timeout.total_seconds(), env=settings.environ)
+    for watch in charts:
+        try:
+            await client.show_chart(watch.chart)
+        except (HelmError, OSError) as exc:
+            raise errors.ConfigurationError(f"{settings.watches_file}: {watch.gvk}: helm cannot load chart "
+                                            f"{watch.chart}: {exc}") from exc
+    return client
+
+
+def _reconciler(watch: watches.Watch, cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None,
+                settings: Settings, slots: asyncio.Semaphore, run_kubeconfig: Path,
+                env: dict[str, str], proxy: OwnerProxy, metrics: OperatorMetrics, cancel: RunCancel) -> Reconciler:
+    if isinstance(watch, watches.HelmWatch):
+        assert helm is not None
+        return HelmReconciler(watch, cluster, helm, settings, slots, chart_digest(watch.chart), metrics=metrics,
+                              cancel=cancel)
+    return AnsibleReconciler(watch, cluster, runner, settings, slots, run_kubeconfig, env, proxy, metrics=metrics,
+                             cancel=cancel)
+
+
+def _elector(settings: Settings, cluster: ClusterClient, operator: Operator) -> LeaderElector:
+    config = ElectionConfig(
+        name=settings.leader_election_id,
+        namespace=settings.leader_election_namespace or leader.default_namespace(dict(settings.environ)),
+        identity=leader.default_identity(),
+        lease_duration=settings.lease_duration.total_seconds(),
+        renew_deadline=settings.renew_deadline.total_seconds(),
+        retry_period=settings.retry_period.total_seconds(),
+    )
+    return LeaderElector(cluster, config, operator.start_leading, operator.stop_leading)
+
+
+def _bound_port(runner: web.AppRunner | None) -> int:
+    assert runner is not None
+    return int(next(a for a in runner.addresses if isinstance(a, tuple))[1])
+
+
+async def _serve(settings: Settings, loaded: list[watches.Watch],
+                 companions: Sequence[Companion] = ()) -> int:
+    """Run the operator until SIGTERM/SIGINT; ``companions`` run beside it (``hybrid-operator up``)."""
+    cluster = ClusterClient(settings.kubeconfig)
+    settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
+    run_kubeconfig = cluster.write_kubeconfig(settings.artifacts_dir / "kubeconfig")
+    helm = await _helm_client(settings, loaded, run_kubeconfig)
+    runner = AnsibleRunner(max_workers=settings.max_workers, timeout=settings.run_timeout.total_seconds(),
+                           project_dir=settings.watches_file.resolve().parent)
+    slots = asyncio.Semaphore(max(1, settings.max_workers))
+    metrics = OperatorMetrics(__version__)
+    cancel = RunCancel()
+    servers: list[web.AppRunner | None] = []
+    try:
+        servers.append(await health.serve(user_metrics_app(metrics.user), "127.0.0.1:0", "user-metrics"))
+        env = {**ansible_env(settings), METRICS_URL_ENV: f"http://127.0.0.1:{_bound_port(servers[0])}/metrics"}
+        return await _operate(settings, loaded, companions, cluster, runner, helm, slots, run_kubeconfig, env,
+                              metrics, cancel, servers)
+    finally:
+        await runner.close()
+        for server in servers:
+            await health.stop(server)
+
+
+async def _operate(settings: Settings, loaded: list[watches.Watch], companions: Sequence[Companion],
+                   cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None, slots: asyncio.Semaphore,
+                   run_kubeconfig: Path, env: dict[str, str], metrics: OperatorMetrics, cancel: RunCancel,
+                   servers: list[web.AppRunner | None]) -> int:
+    connection = cluster.connection()
+    owners: list[Operator] = []
+
+    async def child_written(owner: OwnerKey, child: ChildRef) -> None:
+        await owners[0].child_written(owner, child)
+
+    proxy = OwnerProxy(connection, inject=settings.inject_owner_ref, on_child=child_written)
+    await proxy.start()
+    try:
+        reconcilers = [_reconciler(w, cluster, runner, helm, settings, slots, run_kubeconfig, env, proxy, metrics,
+                                   cancel) for w in loaded]
+        names = controller_names(loaded)
+        readiness = health.Readiness(names, window=settings.readiness_window.total_seconds())
+
+        async def probe() -> None:
+            await health.probe_watches(cluster, list(zip(names, loaded, strict=True)), settings.namespaces,
+                                       readiness)
+
+        operator = Operator(settings, loaded, cluster, reconcilers, metrics=metrics, readiness=readiness,
+                                run_cancel=cancel, background=[probe])
+        owners.append(operator)
+        for watch, reconciler in zip(loaded, reconcilers, strict=True):
+            if isinstance(reconciler, HelmReconciler):
+                reconciler.on_children = functools.partial(operator.helm_children, watch)
+        if settings.leader_elect:
+            elector = operator.elector = _elector(settings, cluster, operator)
+            readiness.election = lambda: elector.leading or elector.healthy()
+        servers.append(await health.serve(metrics_app(metrics.render), settings.metrics_bind_address, "metrics"))
+        servers.append(await health.serve(health.health_app(readiness), settings.health_probe_bind_address,
+                                          "health"))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, operator.handle_signal, sig)
+        tasks = [asyncio.create_task(companion(cluster, operator.stop)) for companion in companions]
+        try:
+            await operator.run()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await proxy.stop()
+    return 0
+
+
+def serve(settings: Settings, loaded: list[watches.Watch], companions: Sequence[Companion] = ()) -> int:
+    """Run the operator for already loaded watches with ``companions`` beside it."""
+    return asyncio.run(_serve(settings, loaded, companions))
