@@ -25,11 +25,12 @@ run: setup  ## local cluster + CRDs + operator + sample resources, with a live s
 cluster: setup  ## the embedded cluster alone, in the foreground
 	$(BIN)/hybrid-operator cluster
 
-lint: setup
+lint: setup  ## ruff, mypy --strict, import-linter contracts, complexity/size limits (radon)
 	$(BIN)/ruff check operator tests scripts benchmarks
 	$(BIN)/mypy
 	$(BIN)/mypy --strict scripts/install_tools.py benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/lint_complexity.py
 
 test-unit: setup
 	$(BIN)/pytest -m unit -q $(PYTEST_FLAGS)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hybrid_operator.ansible import extravars
-from hybrid_operator.config.watches import AnsibleWatch, Finalizer, GroupVersionKind
+from hybrid_operator.config.model import AnsibleWatch, Finalizer, GroupVersionKind
 
 pytestmark = pytest.mark.unit
 

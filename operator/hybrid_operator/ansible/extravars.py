@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hybrid_operator.config.watches import AnsibleWatch, GroupVersionKind
+from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind
 
 UNSAFE_KEY = "__ansible_unsafe"
 META_KEY = "ansible_operator_meta"

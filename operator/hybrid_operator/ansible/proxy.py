@@ -180,7 +180,6 @@ class OwnerProxy:
         self.on_child = on_child
         self._port = port
         self._runs: dict[str, ownership.Owner] = {}
-        self._children: dict[ownership.OwnerKey, set[ownership.ChildKind]] = {}
         self._discovery: dict[str, dict[str, _Resource]] = {}
         self._ca_pem = b""
         self._session: aiohttp.ClientSession | None = None
@@ -246,14 +245,6 @@ class OwnerProxy:
     def unregister_run(self, token: str) -> None:
         """Revokes a run's token; later requests with it get 401."""
         self._runs.pop(token, None)
-
-    def child_kinds(self, owner: ownership.OwnerKey) -> frozenset[ownership.ChildKind]:
-        """The kinds of dependents written through the proxy for ``owner`` so far."""
-        return frozenset(self._children.get(owner, ()))
-
-    def forget(self, owner: ownership.OwnerKey) -> None:
-        """Drops what is remembered about ``owner`` (when the CR is gone)."""
-        self._children.pop(owner, None)
 
     # -- requests
 
@@ -332,7 +323,6 @@ class OwnerProxy:
         return response
 
     async def _record(self, owner: ownership.Owner, child: ownership.ChildRef) -> None:
-        self._children.setdefault(owner.key, set()).add(child.child_kind)
         log.info("dependent written", extra={"owner": f"{owner.kind}/{owner.namespace}/{owner.name}",
                                              "child": f"{child.kind}/{child.namespace}/{child.name}",
                                              "link": child.link})

@@ -27,9 +27,9 @@ from hybrid_operator import clock, errors
 from hybrid_operator.ansible import artifacts, extravars, status
 from hybrid_operator.ansible.proxy import OwnerProxy
 from hybrid_operator.ansible.runs import Runner, RunRequest, RunResult
+from hybrid_operator.config.model import AnsibleWatch
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.config.values import annotation_duration
-from hybrid_operator.config.watches import AnsibleWatch
 from hybrid_operator.controller import conditions, triggers
 from hybrid_operator.controller.metrics import OperatorMetrics, gvk_label
 from hybrid_operator.controller.reconcile import Outcome, RunCancel
@@ -281,11 +281,10 @@ class AnsibleReconciler:
 
 
 #: variables of the run environment whose values are kept in the ``command`` artifact (set by the
-#: operator, never secret); every other value is replaced by :data:`REDACTED`.
+#: operator, never secret); every other value is replaced by :data:`~hybrid_operator.controller.conditions.REDACTED`.
 KEPT_ENV = frozenset({"PATH", "HOME", "LANG", "KUBECONFIG", "K8S_AUTH_KUBECONFIG", "ANSIBLE_COLLECTIONS_PATH",
                       "ANSIBLE_ROLES_PATH", "ANSIBLE_NOCOLOR", "ANSIBLE_GATHERING", "ANSIBLE_LOCAL_TEMP",
                       "HYBRID_OPERATOR_METRICS_URL", "PYTHONPATH", "VIRTUAL_ENV"})
-REDACTED = "**redacted**"
 
 
 def scrub_command_env(run_dir: Path) -> bool:
@@ -300,7 +299,7 @@ def scrub_command_env(run_dir: Path) -> bool:
     env = document.get("env") if isinstance(document, dict) else None
     if not isinstance(env, dict):
         return False
-    document["env"] = {k: (v if k in KEPT_ENV else REDACTED) for k, v in env.items()}
+    document["env"] = {k: (v if k in KEPT_ENV else conditions.REDACTED) for k, v in env.items()}
     temp = path.with_suffix(".tmp")
     with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
         json.dump(document, handle)

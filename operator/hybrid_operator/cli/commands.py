@@ -243,7 +243,7 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from hybrid_operator import errors
-    from hybrid_operator.config import watches
+    from hybrid_operator.config import model, watches
 
     try:
         loaded = watches.load(args.watches_file)
@@ -251,7 +251,7 @@ def run_check(args: argparse.Namespace) -> int:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
     for watch in loaded:
-        if isinstance(watch, watches.AnsibleWatch):
+        if isinstance(watch, model.AnsibleWatch):
             target = f"playbook {watch.playbook}" if watch.playbook else f"role {watch.role}"
         else:
             target = f"chart {watch.chart}"

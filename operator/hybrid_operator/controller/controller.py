@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hybrid_operator.config.model import AnsibleWatch, HelmWatch, Watch
 from hybrid_operator.config.settings import Settings
-from hybrid_operator.config.watches import AnsibleWatch, HelmWatch, Watch
 from hybrid_operator.controller import dependents, predicates, triggers
 from hybrid_operator.controller.metrics import OperatorMetrics
 from hybrid_operator.controller.reconcile import Outcome, Reconciler

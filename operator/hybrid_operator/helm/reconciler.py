@@ -35,9 +35,9 @@ from typing import Any
 import yaml
 
 from hybrid_operator import clock, errors
+from hybrid_operator.config.model import HelmWatch
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.config.values import annotation_duration, parse_bool
-from hybrid_operator.config.watches import HelmWatch
 from hybrid_operator.controller import conditions
 from hybrid_operator.controller.dependents import ChildKind
 from hybrid_operator.controller.metrics import OperatorMetrics
