@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.localcluster.applying import (
+from hybrid_operator.localcluster.semantics.applying import (
     ApplyConflict,
     apply,
     field_paths,
@@ -17,7 +17,7 @@ from hybrid_operator.localcluster.applying import (
     path_string,
     record_update,
 )
-from hybrid_operator.localcluster.patching import json_patch, merge_patch, strategic_merge_patch
+from hybrid_operator.localcluster.semantics.patching import json_patch, merge_patch, strategic_merge_patch
 
 pytestmark = pytest.mark.unit
 

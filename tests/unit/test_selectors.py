@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from hybrid_operator.localcluster.errors import ApiError
-from hybrid_operator.localcluster.selectors import (
+from hybrid_operator.localcluster.semantics.selectors import (
     EVERYTHING_FIELDS,
     EVERYTHING_LABELS,
     NOTHING_LABELS,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.localcluster.tables import (
+from hybrid_operator.localcluster.apiserver.tables import (
     human_duration,
     jsonpath,
     parse_table_accept,

@@ -23,11 +23,13 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
-from hybrid_operator.localcluster import controllers, http, tls
-from hybrid_operator.localcluster.api import ObjectApi, WriteOptions, random_token
-from hybrid_operator.localcluster.audit import AuditLog
+from hybrid_operator.localcluster import tls
+from hybrid_operator.localcluster.apiserver import routes
+from hybrid_operator.localcluster.apiserver.audit import AuditLog
+from hybrid_operator.localcluster.controllers.manager import Controllers
 from hybrid_operator.localcluster.resources import Registry
-from hybrid_operator.localcluster.store import Store
+from hybrid_operator.localcluster.semantics.crud import ObjectApi, WriteOptions, random_token
+from hybrid_operator.localcluster.storage.store import Store
 
 log = logging.getLogger("hybrid_operator.localcluster")
 
@@ -112,7 +114,7 @@ class ClusterServer:
         self.token = ensure_token(self.store)
         seed(self.api)
         self._runner: web.AppRunner | None = None
-        self._controllers: controllers.Controllers | None = None
+        self._controllers: Controllers | None = None
         self._audit: AuditLog | None = None
         self.port = options.port
         cert_dir = Path(tempfile.mkdtemp(prefix="hybrid-certs-")) if options.in_memory else options.data_dir
@@ -125,9 +127,9 @@ class ClusterServer:
     async def start(self) -> None:
         if self.options.audit_log is not None:
             self._audit = AuditLog(self.options.audit_log)
-        config = http.ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
+        config = routes.ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
                                    bookmark_interval=self.options.bookmark_interval, audit=self._audit)
-        app = http.build_app(self.api, config)
+        app = routes.build_app(self.api, config)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True,
@@ -137,7 +139,7 @@ class ClusterServer:
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
         if self.options.controllers:
-            self._controllers = controllers.Controllers(self.api)
+            self._controllers = Controllers(self.api)
             self._controllers.start()
         if self.options.kubeconfig is not None:
             write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from hybrid_operator.localcluster import applying, defaulting, errors, patching, schema
+from hybrid_operator.localcluster import errors
 from hybrid_operator.localcluster.resources import Registry, ResourceInfo, storage_version
-from hybrid_operator.localcluster.selectors import FieldSelector, LabelSelector
-from hybrid_operator.localcluster.store import Store
+from hybrid_operator.localcluster.semantics import applying, defaulting, patching, schema
+from hybrid_operator.localcluster.semantics.selectors import FieldSelector, LabelSelector
+from hybrid_operator.localcluster.storage.store import Store
 
 CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions"
 NAMESPACE_KEY = "/namespaces"

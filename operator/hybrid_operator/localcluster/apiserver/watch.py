@@ -19,11 +19,12 @@ from typing import Any
 
 from aiohttp import web
 
-from hybrid_operator.localcluster import errors, tables
-from hybrid_operator.localcluster.api import ObjectApi
+from hybrid_operator.localcluster import errors
+from hybrid_operator.localcluster.apiserver import tables
 from hybrid_operator.localcluster.resources import ResourceInfo
-from hybrid_operator.localcluster.selectors import FieldSelector, LabelSelector
-from hybrid_operator.localcluster.store import Change
+from hybrid_operator.localcluster.semantics.crud import ObjectApi
+from hybrid_operator.localcluster.semantics.selectors import FieldSelector, LabelSelector
+from hybrid_operator.localcluster.storage.store import Change
 
 
 def _matches(obj: dict[str, Any] | None, namespace: str | None, labels: LabelSelector,

@@ -25,9 +25,9 @@ from collections import defaultdict
 from typing import Any
 
 from hybrid_operator.localcluster import errors
-from hybrid_operator.localcluster.api import NAMESPACE_KEY, ObjectApi, WriteOptions, iter_all, now_rfc3339
 from hybrid_operator.localcluster.resources import ResourceInfo
-from hybrid_operator.localcluster.store import Change
+from hybrid_operator.localcluster.semantics.crud import NAMESPACE_KEY, ObjectApi, WriteOptions, iter_all, now_rfc3339
+from hybrid_operator.localcluster.storage.store import Change
 
 log = logging.getLogger("hybrid_operator.localcluster.controllers")
 

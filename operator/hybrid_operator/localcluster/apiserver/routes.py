@@ -18,11 +18,18 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from hybrid_operator.localcluster import discovery, errors, protobuf, scaling, tables, watching
-from hybrid_operator.localcluster.api import PATCH_APPLY, PATCH_STRATEGIC, PATCH_TYPES, ObjectApi, WriteOptions
-from hybrid_operator.localcluster.audit import AuditLog, rbac_verb
+from hybrid_operator.localcluster import errors
+from hybrid_operator.localcluster.apiserver import discovery, protobuf, scaling, tables, watch
+from hybrid_operator.localcluster.apiserver.audit import AuditLog, rbac_verb
 from hybrid_operator.localcluster.resources import ResourceInfo
-from hybrid_operator.localcluster.selectors import parse_field_selector, parse_label_selector
+from hybrid_operator.localcluster.semantics.crud import (
+    PATCH_APPLY,
+    PATCH_STRATEGIC,
+    PATCH_TYPES,
+    ObjectApi,
+    WriteOptions,
+)
+from hybrid_operator.localcluster.semantics.selectors import parse_field_selector, parse_label_selector
 
 log = logging.getLogger("hybrid_operator.localcluster.http")
 
@@ -325,7 +332,7 @@ async def dispatch(request: web.Request, target: Target) -> web.StreamResponse:
         labels = parse_label_selector(request.query.get("labelSelector", ""))
         fields = parse_field_selector(request.query.get("fieldSelector", ""), kind=info.kind)
         if parse_bool(request.query.get("watch"), "watch"):
-            return await watching.serve(request, api, info, namespace, labels, fields,
+            return await watch.serve(request, api, info, namespace, labels, fields,
                                         request.app[CONFIG_KEY].bookmark_interval,
                                         table=_wants_table(request))
         limit_text = request.query.get("limit", "0") or "0"

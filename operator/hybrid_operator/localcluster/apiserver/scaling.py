@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hybrid_operator.localcluster import errors, patching
+from hybrid_operator.localcluster import errors
+from hybrid_operator.localcluster.semantics import patching
 
 SCALE_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
 

@@ -17,7 +17,7 @@ import ipaddress
 from collections.abc import Callable
 from typing import Any
 
-from .errors import internal
+from hybrid_operator.localcluster.errors import internal
 
 Obj = dict[str, Any]
 

@@ -23,9 +23,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ApiError
-from .mergekeys import ListInfo, Path, list_info, map_is_atomic
-from .patching import json_equal
+from hybrid_operator.localcluster.errors import ApiError
+from hybrid_operator.localcluster.semantics.mergekeys import ListInfo, Path, list_info, map_is_atomic
+from hybrid_operator.localcluster.semantics.patching import json_equal
 
 FieldPath = tuple[str, ...]
 """One field as FieldsV1 path elements, e.g. ``("f:spec", 'k:{"name":"web"}', "f:image")``."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from . import errors
+from hybrid_operator.localcluster import errors
 
 # --------------------------------------------------------------------------- label keys and values
 

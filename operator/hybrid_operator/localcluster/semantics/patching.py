@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .mergekeys import Path, list_info
+from hybrid_operator.localcluster.semantics.mergekeys import Path, list_info
 
 
 class PatchError(Exception):
