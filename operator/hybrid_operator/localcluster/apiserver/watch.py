@@ -24,7 +24,7 @@ from hybrid_operator.localcluster.apiserver import tables
 from hybrid_operator.localcluster.resources import ResourceInfo
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
 from hybrid_operator.localcluster.semantics.selectors import FieldSelector, LabelSelector
-from hybrid_operator.localcluster.storage.store import Change
+from hybrid_operator.localcluster.storage.changes import Change
 
 
 def _matches(obj: dict[str, Any] | None, namespace: str | None, labels: LabelSelector,
@@ -118,9 +118,9 @@ async def serve(
                        "resourceVersionMatch is set to NotOlderThan"}])
     backlog: list[Change] | None = None
     if rv and not send_initial:
-        backlog = api.store.changes_since(rv)
+        backlog = api.store.changes.since(rv)
         if backlog is None:
-            expired = errors.expired(f"too old resource version: {rv} ({api.store.compacted_rv + 1})")
+            expired = errors.expired(f"too old resource version: {rv} ({api.store.changes.compacted_rv + 1})")
             response = web.StreamResponse(headers={"Content-Type": "application/json"})
             await response.prepare(request)
             line = json.dumps({"type": "ERROR", "object": expired.status()}) + "\n"
@@ -128,7 +128,7 @@ async def serve(
             await response.write_eof()
             return response
 
-    queue = api.store.subscribe()
+    queue = api.store.changes.subscribe()
     seen = api.store.rv
     snapshot: list[dict[str, Any]] = []
     if backlog is None:
@@ -154,7 +154,7 @@ async def serve(
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
-        api.store.unsubscribe(queue)
+        api.store.changes.unsubscribe(queue)
     return response
 
 

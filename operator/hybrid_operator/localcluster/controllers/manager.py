@@ -27,7 +27,7 @@ from typing import Any
 from hybrid_operator.localcluster import errors
 from hybrid_operator.localcluster.resources import ResourceInfo
 from hybrid_operator.localcluster.semantics.crud import NAMESPACE_KEY, ObjectApi, WriteOptions, iter_all, now_rfc3339
-from hybrid_operator.localcluster.storage.store import Change
+from hybrid_operator.localcluster.storage.changes import Change
 
 log = logging.getLogger("hybrid_operator.localcluster.controllers")
 
@@ -197,7 +197,7 @@ class Controllers:
         self.rollouts = True
 
     def start(self) -> None:
-        self._queue = self.api.store.subscribe()
+        self._queue = self.api.store.changes.subscribe()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -205,7 +205,7 @@ class Controllers:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        self.api.store.unsubscribe(self._queue)
+        self.api.store.changes.unsubscribe(self._queue)
 
     async def _run(self) -> None:
         self._safely(self._resync)
