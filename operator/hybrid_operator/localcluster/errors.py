@@ -110,6 +110,11 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
+def patch_rejected(detail: str) -> ApiError:
+    """422 for a patch document that cannot be applied (malformed operation, missing path...)."""
+    return ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {detail}")
+
+
 def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
     return ApiError(
         415,

@@ -14,6 +14,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+# Storage keys of the kinds the server itself gives behaviour to.
+NAMESPACES_KEY = "/namespaces"
+SERVICES_KEY = "/services"
+CRDS_KEY = "apiextensions.k8s.io/customresourcedefinitions"
+DEPLOYMENTS_KEY = "apps/deployments"
+REPLICASETS_KEY = "apps/replicasets"
+
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 NO_COLLECTION_DELETE = ("create", "delete", "get", "list", "patch", "update", "watch")
 

@@ -15,7 +15,9 @@ import base64
 import contextlib
 import logging
 import os
+import random
 import signal
+import string
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,8 @@ from hybrid_operator.localcluster.apiserver import routes
 from hybrid_operator.localcluster.apiserver.audit import AuditLog
 from hybrid_operator.localcluster.controllers.manager import Controllers
 from hybrid_operator.localcluster.resources import Registry
-from hybrid_operator.localcluster.semantics.crud import ObjectApi, WriteOptions, random_token
+from hybrid_operator.localcluster.semantics.crud import ObjectApi
+from hybrid_operator.localcluster.semantics.writes import WriteOptions
 from hybrid_operator.localcluster.storage.store import Store
 
 log = logging.getLogger("hybrid_operator.localcluster")
@@ -85,6 +88,10 @@ def open_store(options: ClusterOptions) -> Store:
         return Store(None, history=options.watch_history)
     options.data_dir.mkdir(parents=True, exist_ok=True)
     return Store(options.data_dir / "state.db", history=options.watch_history)
+
+
+def random_token() -> str:
+    return "".join(random.SystemRandom().choices(string.ascii_letters + string.digits, k=40))
 
 
 def ensure_token(store: Store) -> str:

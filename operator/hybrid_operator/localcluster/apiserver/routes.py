@@ -22,14 +22,9 @@ from hybrid_operator.localcluster import errors
 from hybrid_operator.localcluster.apiserver import discovery, protobuf, scaling, tables, watch
 from hybrid_operator.localcluster.apiserver.audit import AuditLog, rbac_verb
 from hybrid_operator.localcluster.resources import ResourceInfo
-from hybrid_operator.localcluster.semantics.crud import (
-    PATCH_APPLY,
-    PATCH_STRATEGIC,
-    PATCH_TYPES,
-    ObjectApi,
-    WriteOptions,
-)
+from hybrid_operator.localcluster.semantics.crud import ObjectApi
 from hybrid_operator.localcluster.semantics.selectors import parse_field_selector, parse_label_selector
+from hybrid_operator.localcluster.semantics.writes import PATCH_APPLY, PATCH_STRATEGIC, PATCH_TYPES, WriteOptions
 
 log = logging.getLogger("hybrid_operator.localcluster.http")
 

@@ -49,8 +49,7 @@ def patched_scale(scale: dict[str, Any], media: str, patch: Any) -> dict[str, An
         result = patching.json_patch(copy.deepcopy(scale), patch) if media == "application/json-patch+json" \
             else patching.merge_patch(copy.deepcopy(scale), patch)
     except patching.PatchError as exc:
-        raise errors.ApiError(422, "Invalid", f"the server rejected our request due to an error in our "
-                              f"request: {exc}") from exc
+        raise errors.patch_rejected(str(exc)) from exc
     if not isinstance(result, dict):
         raise errors.bad_request("the patch did not produce an object")
     return result

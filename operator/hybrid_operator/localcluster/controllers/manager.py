@@ -22,12 +22,17 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from hybrid_operator.localcluster import errors
-from hybrid_operator.localcluster.resources import ResourceInfo
-from hybrid_operator.localcluster.semantics.crud import NAMESPACE_KEY, ObjectApi, WriteOptions, iter_all, now_rfc3339
+from hybrid_operator.localcluster.clock import now_rfc3339
+from hybrid_operator.localcluster.resources import NAMESPACES_KEY as NAMESPACE_KEY
+from hybrid_operator.localcluster.resources import Registry, ResourceInfo
+from hybrid_operator.localcluster.semantics.crud import ObjectApi
+from hybrid_operator.localcluster.semantics.writes import WriteOptions
 from hybrid_operator.localcluster.storage.changes import Change
+from hybrid_operator.localcluster.storage.store import Store
 
 log = logging.getLogger("hybrid_operator.localcluster.controllers")
 
@@ -177,6 +182,17 @@ def ready_status(kind: str, obj: dict[str, Any]) -> dict[str, Any] | None:
         return {"phase": "Bound", "accessModes": spec.get("accessModes", []),
                 "capacity": ((spec.get("resources") or {}).get("requests") or {})}
     return None
+
+
+def iter_all(store: Store, registry: Registry) -> Iterable[tuple[ResourceInfo, dict[str, Any]]]:
+    """Every stored object with one resource that serves it."""
+    seen: set[str] = set()
+    for info in registry.all():
+        if info.storage_key in seen:
+            continue
+        seen.add(info.storage_key)
+        for obj in list(store.list(info.storage_key)):
+            yield info, obj
 
 
 class Controllers:
