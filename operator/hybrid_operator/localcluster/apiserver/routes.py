@@ -23,7 +23,8 @@ from hybrid_operator.localcluster.apiserver import discovery, protobuf, scaling,
 from hybrid_operator.localcluster.apiserver.audit import AuditLog, rbac_verb
 from hybrid_operator.localcluster.resources import ResourceInfo
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
-from hybrid_operator.localcluster.semantics.selectors import parse_field_selector, parse_label_selector
+from hybrid_operator.localcluster.semantics.fieldselectors import parse_field_selector
+from hybrid_operator.localcluster.semantics.labelselectors import parse_label_selector
 from hybrid_operator.localcluster.semantics.writes import PATCH_APPLY, PATCH_STRATEGIC, PATCH_TYPES, WriteOptions
 
 log = logging.getLogger("hybrid_operator.localcluster.http")

@@ -23,7 +23,8 @@ from hybrid_operator.localcluster import errors
 from hybrid_operator.localcluster.apiserver import tables
 from hybrid_operator.localcluster.resources import ResourceInfo
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
-from hybrid_operator.localcluster.semantics.selectors import FieldSelector, LabelSelector
+from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
+from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
 from hybrid_operator.localcluster.storage.changes import Change
 
 

@@ -8,8 +8,9 @@ server-set fields, preconditions), :mod:`.strategies` (per-kind defaulting,
 schemas, Namespace/Service/CRD specifics), :mod:`.generation` (no-op writes,
 generation bumps), :mod:`.deletion` (finalizers and graceful deletion),
 :mod:`.listing` (selectors and paging), :mod:`.patching` and :mod:`.applying`
-(the patch formats, managedFields).  It also keeps the resource registry in
-step with the stored CustomResourceDefinitions.
+(the patch formats, server-side apply) and :mod:`.managedfields` (who owns
+which field).  It also keeps the resource registry in step with the stored
+CustomResourceDefinitions.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from hybrid_operator.localcluster.semantics import (
     deletion,
     generation,
     listing,
+    managedfields,
     metadata,
     patching,
     strategies,
 )
-from hybrid_operator.localcluster.semantics.selectors import FieldSelector, LabelSelector
+from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
+from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
 from hybrid_operator.localcluster.semantics.writes import (
     PATCH_APPLY,
     PATCH_JSON,
@@ -115,7 +118,7 @@ class ObjectApi:
         if applied:
             obj["metadata"]["managedFields"] = managed
         else:
-            obj = applying.record_update(None, obj, kind=info.kind, manager=opts.manager(),
+            obj = managedfields.record_update(None, obj, kind=info.kind, manager=opts.manager(),
                                          api_version=info.group_version, now=clock.now_rfc3339())
         if not opts.dry_run:
             self._write(info, obj, None)
@@ -170,7 +173,7 @@ class ObjectApi:
         generation.carry_generation(info, existing, new)
         strategies.prepare_for_update(info, existing, new)
         if not applied:
-            new = applying.record_update(existing, new, kind=info.kind, manager=opts.manager(),
+            new = managedfields.record_update(existing, new, kind=info.kind, manager=opts.manager(),
                                          api_version=info.group_version, now=clock.now_rfc3339(),
                                          subresource=subresource or None)
         new["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from hybrid_operator.localcluster import errors
-from hybrid_operator.localcluster.semantics.selectors import FieldSelector, LabelSelector
+from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
+from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
 
 
 def decode_continue(token: str) -> tuple[int, str]:

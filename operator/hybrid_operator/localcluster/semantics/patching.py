@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hybrid_operator.localcluster.semantics.mergekeys import Path, list_info
+from hybrid_operator.localcluster.semantics.mergekeys import Path, list_strategy
 
 
 class PatchError(Exception):
@@ -273,13 +273,13 @@ def _is_directive_item(item: Any) -> bool:
 
 
 def _merge_list(original: list[Any], patch: list[Any], path: Path, kind: str) -> list[Any]:
-    info = list_info(kind, path)
+    strategy, merge_key, _ = list_strategy(kind, path)
     replace = any(_is_directive_item(item) and item[_PATCH] == "replace" for item in patch)
-    if replace or info.strategy != "merge":
+    if replace or strategy != "merge":
         return [_clean(item, path, kind) for item in patch if not _is_directive_item(item)]
-    if info.merge_key is None:
+    if merge_key is None:
         return _merge_primitive_list(original, patch)
-    return _merge_keyed_list(original, patch, path, kind, info.merge_key)
+    return _merge_keyed_list(original, patch, path, kind, merge_key)
 
 
 def _merge_primitive_list(original: list[Any], patch: list[Any]) -> list[Any]:
@@ -344,7 +344,7 @@ def _set_element_order(result: dict[str, Any], field: str, order: Any, path: Pat
     current = result.get(field)
     if not isinstance(current, list):
         return
-    merge_key = list_info(kind, (*path, field)).merge_key
+    _, merge_key, _ = list_strategy(kind, (*path, field))
 
     def identity(item: Any) -> Any:
         if merge_key is not None and isinstance(item, dict):
