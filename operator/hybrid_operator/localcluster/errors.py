@@ -56,6 +56,11 @@ def qualified(plural: str, group: str) -> str:
     return f"{plural}.{group}" if group else plural
 
 
+def path_not_found() -> ApiError:
+    """404 for a URL that names nothing the server serves."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
 def not_found(plural: str, group: str, name: str) -> ApiError:
     return ApiError(
         404,

@@ -26,8 +26,9 @@ import yaml
 from aiohttp import web
 
 from hybrid_operator.localcluster import tls
-from hybrid_operator.localcluster.apiserver import routes
+from hybrid_operator.localcluster.apiserver import app
 from hybrid_operator.localcluster.apiserver.audit import AuditLog
+from hybrid_operator.localcluster.apiserver.context import ServerConfig
 from hybrid_operator.localcluster.controllers.manager import Controllers
 from hybrid_operator.localcluster.resources import Registry
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
@@ -134,10 +135,10 @@ class ClusterServer:
     async def start(self) -> None:
         if self.options.audit_log is not None:
             self._audit = AuditLog(self.options.audit_log)
-        config = routes.ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
+        config = ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
                                    bookmark_interval=self.options.bookmark_interval, audit=self._audit)
-        app = routes.build_app(self.api, config)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        application = app.build_app(self.api, config)
+        self._runner = web.AppRunner(application, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True,
                            ssl_context=self.certs.server_context())

@@ -13,7 +13,10 @@ import copy
 from typing import Any
 
 from hybrid_operator.localcluster import errors
+from hybrid_operator.localcluster.resources import ResourceInfo
 from hybrid_operator.localcluster.semantics import patching
+from hybrid_operator.localcluster.semantics.crud import ObjectApi
+from hybrid_operator.localcluster.semantics.writes import Outcome, WriteOptions
 
 SCALE_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
 
@@ -71,3 +74,10 @@ def scaled(obj: dict[str, Any], scale: Any) -> dict[str, Any]:
     else:
         updated["metadata"].pop("resourceVersion", None)
     return updated
+
+
+def write(api: ObjectApi, info: ResourceInfo, namespace: str, name: str, scale: Any, opts: WriteOptions) -> Outcome:
+    """PUT/PATCH of ``/scale``: store the Scale's replica count, answer with the new Scale."""
+    current = api.get(info, namespace, name)
+    outcome = api.update(info, namespace, name, scaled(current, scale), opts, "scale")
+    return Outcome(to_scale(outcome.obj), outcome.code, outcome.warnings)
