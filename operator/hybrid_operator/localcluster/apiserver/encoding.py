@@ -43,4 +43,4 @@ def table(request: web.Request, info: ResourceInfo, items: list[dict[str, Any]],
     body = tables.table(items, kind=info.kind, printer_columns=list(info.printer_columns) or None,
                         include_object=include, resource_version=rv, now=clock.now(),
                         api_version=info.group_version)
-    return respond(body, content_type=f"{JSON};as=Table;v=v1;g=meta.k8s.io")
+    return respond(body, content_type=tables.TABLE_CONTENT_TYPE)
