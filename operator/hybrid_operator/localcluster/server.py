@@ -29,7 +29,7 @@ from hybrid_operator.localcluster import tls
 from hybrid_operator.localcluster.apiserver import app
 from hybrid_operator.localcluster.apiserver.audit import AuditLog
 from hybrid_operator.localcluster.apiserver.context import ServerConfig
-from hybrid_operator.localcluster.controllers.manager import Controllers
+from hybrid_operator.localcluster.controllers.manager import ControllerManager
 from hybrid_operator.localcluster.resources import Registry
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
@@ -122,7 +122,7 @@ class ClusterServer:
         self.token = ensure_token(self.store)
         seed(self.api)
         self._runner: web.AppRunner | None = None
-        self._controllers: Controllers | None = None
+        self._controllers: ControllerManager | None = None
         self._audit: AuditLog | None = None
         self.port = options.port
         cert_dir = Path(tempfile.mkdtemp(prefix="hybrid-certs-")) if options.in_memory else options.data_dir
@@ -147,7 +147,7 @@ class ClusterServer:
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
         if self.options.controllers:
-            self._controllers = Controllers(self.api)
+            self._controllers = ControllerManager(self.api)
             self._controllers.start()
         if self.options.kubeconfig is not None:
             write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
