@@ -9,6 +9,7 @@ in :mod:`.mergekeys`.  Objects are plain JSON values; no input is ever mutated.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from hybrid_operator.localcluster.semantics.mergekeys import Path, list_strategy
@@ -137,36 +138,61 @@ def _apply_op(doc: Any, op: Any) -> Any:
         raise PatchError(f"JSON patch operation must be an object, got {op!r}")
     kind = op.get("op")
     path = _operand(op, "path")
-    if kind == "add":
-        return _add(doc, path, copy.deepcopy(_operand(op, "value")))
-    if kind == "remove":
-        return _remove(doc, path)[0]
-    if kind == "replace":
-        _resolve(doc, _parse_pointer(path), path)
-        if _parse_pointer(path) == []:
-            return copy.deepcopy(_operand(op, "value"))
-        doc, _ = _remove(doc, path)
-        return _add(doc, path, copy.deepcopy(_operand(op, "value")))
-    if kind == "move":
-        source = _operand(op, "from")
-        if path != source and path.startswith(source + "/"):
-            raise PatchError(f'cannot move "{source}" into its own child "{path}"')
-        doc, value = _remove(doc, source)
-        return _add(doc, path, value)
-    if kind == "copy":
-        source = _operand(op, "from")
-        value = _resolve(doc, _parse_pointer(source), source)
-        return _add(doc, path, copy.deepcopy(value))
-    if kind == "test":
-        expected = _operand(op, "value")
-        try:
-            actual = _resolve(doc, _parse_pointer(path), path)
-        except PatchError as err:
-            raise PatchTestFailed(f'testing value at "{path}" failed: {err}') from err
-        if not json_equal(actual, expected):
-            raise PatchTestFailed(f'testing value at "{path}" failed: value is {actual!r}, not {expected!r}')
-        return doc
-    raise PatchError(f'unknown JSON patch operation "{kind}"')
+    operation = _OPERATIONS.get(kind) if isinstance(kind, str) else None
+    if operation is None:
+        raise PatchError(f'unknown JSON patch operation "{kind}"')
+    return operation(doc, op, path)
+
+
+def _op_add(doc: Any, op: dict[str, Any], path: str) -> Any:
+    return _add(doc, path, copy.deepcopy(_operand(op, "value")))
+
+
+def _op_remove(doc: Any, op: dict[str, Any], path: str) -> Any:
+    return _remove(doc, path)[0]
+
+
+def _op_replace(doc: Any, op: dict[str, Any], path: str) -> Any:
+    _resolve(doc, _parse_pointer(path), path)
+    if _parse_pointer(path) == []:
+        return copy.deepcopy(_operand(op, "value"))
+    doc, _ = _remove(doc, path)
+    return _add(doc, path, copy.deepcopy(_operand(op, "value")))
+
+
+def _op_move(doc: Any, op: dict[str, Any], path: str) -> Any:
+    source = _operand(op, "from")
+    if path != source and path.startswith(source + "/"):
+        raise PatchError(f'cannot move "{source}" into its own child "{path}"')
+    doc, value = _remove(doc, source)
+    return _add(doc, path, value)
+
+
+def _op_copy(doc: Any, op: dict[str, Any], path: str) -> Any:
+    source = _operand(op, "from")
+    value = _resolve(doc, _parse_pointer(source), source)
+    return _add(doc, path, copy.deepcopy(value))
+
+
+def _op_test(doc: Any, op: dict[str, Any], path: str) -> Any:
+    expected = _operand(op, "value")
+    try:
+        actual = _resolve(doc, _parse_pointer(path), path)
+    except PatchError as err:
+        raise PatchTestFailed(f'testing value at "{path}" failed: {err}') from err
+    if not json_equal(actual, expected):
+        raise PatchTestFailed(f'testing value at "{path}" failed: value is {actual!r}, not {expected!r}')
+    return doc
+
+
+_OPERATIONS: dict[str, Callable[[Any, dict[str, Any], str], Any]] = {
+    "add": _op_add,
+    "remove": _op_remove,
+    "replace": _op_replace,
+    "move": _op_move,
+    "copy": _op_copy,
+    "test": _op_test,
+}
 
 
 def json_patch(target: Any, ops: Any) -> Any:

@@ -327,26 +327,33 @@ def _json_equal(left: Any, right: Any) -> bool:
     return bool(left == right)
 
 
-def _check_number(value: Any, schema: Schema, path: str) -> list[Cause]:
-    if not _is_number(value):
-        return []
-    causes: list[Cause] = []
+def _check_maximum(value: Any, schema: Schema, path: str) -> list[Cause]:
     maximum: Any = schema.get("maximum")
-    if _is_number(maximum):
-        exclusive = schema.get("exclusiveMaximum") is True
-        if value > maximum or (exclusive and value == maximum):
-            relation = "less than" if exclusive else "less than or equal to"
-            causes.append(_invalid(path, value, f"{path} in body should be {relation} {go_value(maximum)}"))
+    if not _is_number(value) or not _is_number(maximum):
+        return []
+    exclusive = schema.get("exclusiveMaximum") is True
+    if value > maximum or (exclusive and value == maximum):
+        relation = "less than" if exclusive else "less than or equal to"
+        return [_invalid(path, value, f"{path} in body should be {relation} {go_value(maximum)}")]
+    return []
+
+
+def _check_minimum(value: Any, schema: Schema, path: str) -> list[Cause]:
     minimum: Any = schema.get("minimum")
-    if _is_number(minimum):
-        exclusive = schema.get("exclusiveMinimum") is True
-        if value < minimum or (exclusive and value == minimum):
-            relation = "greater than" if exclusive else "greater than or equal to"
-            causes.append(_invalid(path, value, f"{path} in body should be {relation} {go_value(minimum)}"))
+    if not _is_number(value) or not _is_number(minimum):
+        return []
+    exclusive = schema.get("exclusiveMinimum") is True
+    if value < minimum or (exclusive and value == minimum):
+        relation = "greater than" if exclusive else "greater than or equal to"
+        return [_invalid(path, value, f"{path} in body should be {relation} {go_value(minimum)}")]
+    return []
+
+
+def _check_multiple_of(value: Any, schema: Schema, path: str) -> list[Cause]:
     factor: Any = schema.get("multipleOf")
-    if _is_number(factor) and factor > 0 and not float(value / factor).is_integer():
-        causes.append(_invalid(path, value, f"{path} in body should be a multiple of {go_value(factor)}"))
-    return causes
+    if _is_number(value) and _is_number(factor) and factor > 0 and not float(value / factor).is_integer():
+        return [_invalid(path, value, f"{path} in body should be a multiple of {go_value(factor)}")]
+    return []
 
 
 def _check_string(value: Any, schema: Schema, path: str) -> list[Cause]:
@@ -404,7 +411,9 @@ def _check_object_bounds(value: Any, schema: Schema, path: str) -> list[Cause]:
 
 _CHECKS: tuple[Callable[[Any, Schema, str], list[Cause]], ...] = (
     _check_string,
-    _check_number,
+    _check_maximum,
+    _check_minimum,
+    _check_multiple_of,
     _check_array_bounds,
     _check_object_bounds,
     _check_enum,
