@@ -12,6 +12,7 @@ write to ``obj["metadata"]`` itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 Obj = dict[str, Any]
@@ -26,40 +27,40 @@ def dig(value: Any, *path: str) -> Any:
     return value
 
 
-def meta(obj: Obj) -> dict[str, Any]:
+def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     """``metadata`` (the object's own dict, to read), or ``{}``."""
     value = obj.get("metadata")
     return value if isinstance(value, dict) else {}
 
 
-def name(obj: Obj) -> str:
+def name(obj: Mapping[str, Any]) -> str:
     return str(meta(obj).get("name", ""))
 
 
-def namespace(obj: Obj) -> str:
+def namespace(obj: Mapping[str, Any]) -> str:
     """``metadata.namespace``; ``""`` for cluster-scoped objects."""
     return str(meta(obj).get("namespace", ""))
 
 
-def uid(obj: Obj) -> str:
+def uid(obj: Mapping[str, Any]) -> str:
     return str(meta(obj).get("uid", ""))
 
 
-def labels(obj: Obj) -> dict[str, Any]:
+def labels(obj: Mapping[str, Any]) -> dict[str, Any]:
     value = meta(obj).get("labels")
     return value if isinstance(value, dict) else {}
 
 
-def finalizers(obj: Obj) -> list[str]:
+def finalizers(obj: Mapping[str, Any]) -> list[str]:
     return list(meta(obj).get("finalizers") or [])
 
 
-def deleting(obj: Obj) -> bool:
+def deleting(obj: Mapping[str, Any]) -> bool:
     """Whether ``metadata.deletionTimestamp`` is set (the object waits for its finalizers)."""
     return bool(meta(obj).get("deletionTimestamp"))
 
 
-def owner_refs(obj: Obj) -> list[dict[str, Any]]:
+def owner_refs(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The usable ownerReferences (malformed entries are ignored, never fatal)."""
     refs = meta(obj).get("ownerReferences")
     if not isinstance(refs, list):
@@ -67,6 +68,6 @@ def owner_refs(obj: Obj) -> list[dict[str, Any]]:
     return [ref for ref in refs if isinstance(ref, dict) and ref.get("uid")]
 
 
-def controller_uid(obj: Obj) -> str:
+def controller_uid(obj: Mapping[str, Any]) -> str:
     """The uid of the ``controller: true`` owner, or ``""``."""
     return next((str(ref["uid"]) for ref in owner_refs(obj) if ref.get("controller") is True), "")

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import logging
-import os
 import random
 import signal
 import string
@@ -25,7 +23,7 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
-from hybrid_operator.localcluster import tls
+from hybrid_operator.localcluster import files, tls
 from hybrid_operator.localcluster.apiserver import app
 from hybrid_operator.localcluster.apiserver.audit import AuditLog
 from hybrid_operator.localcluster.apiserver.context import ServerConfig
@@ -35,7 +33,7 @@ from hybrid_operator.localcluster.semantics.crud import ObjectApi
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
 from hybrid_operator.localcluster.storage.store import Store
 
-log = logging.getLogger("hybrid_operator.localcluster")
+log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -68,20 +66,6 @@ def kubeconfig_text(server: str, token: str, ca_pem: bytes) -> str:
         "preferences": {},
     }
     return yaml.safe_dump(config, sort_keys=False)
-
-
-def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
 
 
 def open_store(options: ClusterOptions) -> Store:
@@ -150,7 +134,7 @@ class ClusterServer:
             self._controllers = ControllerManager(self.api)
             self._controllers.start()
         if self.options.kubeconfig is not None:
-            write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
+            files.write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
                                                                      self.certs.ca_cert.read_bytes()))
         log.info("cluster serving", extra={"url": self.url, "kubeconfig": str(self.options.kubeconfig),
                                            "objects": sum(self.store.count(k) for k in self.store.storage_keys())})

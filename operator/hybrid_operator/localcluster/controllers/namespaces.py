@@ -32,7 +32,7 @@ class NamespaceController:
         ns = self.view.api.store.peek(NAMESPACES_KEY, "", namespace)
         if ns_info is None or ns is None or not objects.deleting(ns):
             return
-        if ns["metadata"].get("finalizers"):
+        if objects.finalizers(ns):
             return  # its own finalizers first; their removal brings us back here
         if not any(self.view.peek(key) is not None for key in self.view.index.in_namespace(namespace)):
             self.view.api.remove_now(ns_info, ns)

@@ -61,7 +61,7 @@ class ClusterView:
         """The stored object with this uid (shared, read-only), or None."""
         key = self.index.where(uid)
         obj = self.peek(key) if key is not None else None
-        return obj if obj is not None and obj["metadata"].get("uid") == uid else None
+        return obj if obj is not None and objects.uid(obj) == uid else None
 
     def terminating(self, namespace: str) -> bool:
         """Whether the namespace is being deleted (nothing new may live in it)."""

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from hybrid_operator.localcluster import objects
 from hybrid_operator.localcluster.errors import ApiError
 from hybrid_operator.localcluster.semantics import managedfields
 from hybrid_operator.localcluster.semantics.fieldpaths import (
@@ -69,7 +70,7 @@ class ApplyConflict(Exception):
         ]
 
     def api_error(self, plural: str, group: str, name: str) -> ApiError:
-        """The 409 Conflict :class:`ApiError` the HTTP layer sends."""
+        """The 409 Conflict :class:`ApiError` a client is answered with."""
         details: dict[str, Any] = {"name": name, "group": group, "kind": plural, "causes": self.causes()}
         return ApiError(409, "Conflict", self.message(), details)
 
@@ -188,7 +189,7 @@ def apply(
         result, entries = config, []
     else:
         result = copy.deepcopy(live)
-        entries = managedfields.read_entries(live.get("metadata", {}).get("managedFields"))
+        entries = managedfields.read_entries(objects.meta(live).get("managedFields"))
     mine = managedfields.find_entry(entries, ident)
     others = [e for e in entries if e is not mine]
     if live is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybrid_operator.localcluster import clock, errors
+from hybrid_operator.localcluster import clock, errors, objects
 from hybrid_operator.localcluster.resources import Registry, ResourceInfo, storage_version
 
 GROUP = "apiextensions.k8s.io"
@@ -24,7 +24,7 @@ def validate(crd: dict[str, Any]) -> None:
     """Reject a definition kube-apiserver would reject (422 Invalid with every cause)."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
-    name = str(crd["metadata"].get("name", ""))
+    name = objects.name(crd)
     causes = []
     for key in ("plural", "kind"):
         if not names.get(key):

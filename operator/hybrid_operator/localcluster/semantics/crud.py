@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hybrid_operator.localcluster import clock, errors
+from hybrid_operator.localcluster import clock, errors, objects
 from hybrid_operator.localcluster.resources import CRDS_KEY, NAMESPACES_KEY, Registry, ResourceInfo
 from hybrid_operator.localcluster.semantics import (
     applying,
@@ -129,7 +129,7 @@ class ObjectApi:
         ns = self.store.peek(NAMESPACES_KEY, "", namespace)
         if ns is None:
             raise errors.not_found("namespaces", "", namespace)
-        if ns["metadata"].get("deletionTimestamp"):
+        if objects.deleting(ns):
             raise errors.forbidden(info.plural, info.group, name,
                                    f"unable to create new content in namespace {namespace} "
                                    "because it is being terminated")
@@ -275,15 +275,13 @@ class ObjectApi:
         listed = self.list(info, namespace, labels, fields)
         items = []
         for obj in listed["items"]:
-            meta = obj["metadata"]
-            items.append(self.delete(info, str(meta.get("namespace", "")), str(meta["name"]), opts).obj)
+            items.append(self.delete(info, objects.namespace(obj), objects.name(obj), opts).obj)
         return {"kind": info.list_kind, "apiVersion": info.group_version,
                 "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}
 
     def remove_now(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
         """Delete regardless of finalizers (CRD and namespace cleanup)."""
-        meta = obj["metadata"]
-        current = self.store.get(info.storage_key, str(meta.get("namespace", "")), str(meta["name"]))
+        current = self.store.get(info.storage_key, objects.namespace(obj), objects.name(obj))
         if current is not None:
             self._remove(info, current)
 

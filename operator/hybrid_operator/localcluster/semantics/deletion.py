@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hybrid_operator.localcluster import clock, errors
+from hybrid_operator.localcluster import clock, errors, objects
 from hybrid_operator.localcluster.resources import NAMESPACES_KEY, ResourceInfo
 
 ORPHAN = "orphan"
@@ -34,7 +34,7 @@ def check_preconditions(info: ResourceInfo, existing: dict[str, Any], preconditi
 def marked(info: ResourceInfo, existing: dict[str, Any], policy: str | None) -> dict[str, Any] | None:
     """The object marked for deletion when finalizers must run first; None when it goes at once."""
     new = copy.deepcopy(existing)
-    finalizers = list(new["metadata"].get("finalizers") or [])
+    finalizers = objects.finalizers(new)
     is_namespace = info.storage_key == NAMESPACES_KEY
     if is_namespace:
         new.setdefault("status", {})["phase"] = "Terminating"

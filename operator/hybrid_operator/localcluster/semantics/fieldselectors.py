@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hybrid_operator.localcluster import errors
+from hybrid_operator.localcluster import errors, objects
 
 # --------------------------------------------------------------------------- field selectors
 
@@ -22,15 +22,8 @@ _FieldGetter = Callable[[Mapping[str, Any]], Any]
 
 
 def _path(*keys: str) -> _FieldGetter:
-    def get(obj: Mapping[str, Any]) -> Any:
-        current: Any = obj
-        for key in keys:
-            if not isinstance(current, Mapping):
-                return None
-            current = current.get(key)
-        return current
-
-    return get
+    """A getter for the value at ``keys`` (None when absent)."""
+    return lambda obj: objects.dig(obj, *keys)
 
 
 _COMMON_FIELDS = ("metadata.name", "metadata.namespace")

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from hybrid_operator.localcluster import errors
+from hybrid_operator.localcluster import errors, objects
 from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
 from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
 
@@ -29,21 +29,22 @@ def decode_continue(token: str) -> tuple[int, str]:
 
 
 def selected(
-    objects: Iterable[dict[str, Any]],
+    stored: Iterable[dict[str, Any]],
     labels: LabelSelector | None,
     fields: FieldSelector | None,
     after: str = "",
 ) -> list[dict[str, Any]]:
-    """The objects the selectors pick, from the one after key ``after`` on."""
+    """The ``stored`` objects the selectors pick, from the one after key ``after`` on."""
     everything = (labels is None or labels.empty) and (fields is None or fields.empty)
-    matched = [obj for obj in objects if everything or _matches(obj, labels, fields)]
+    matched = [obj for obj in stored if everything or matches(obj, labels, fields)]
     if after:
         matched = [obj for obj in matched if _sort_key(obj) > after]
     return matched
 
 
-def _matches(obj: dict[str, Any], labels: LabelSelector | None, fields: FieldSelector | None) -> bool:
-    if labels is not None and not labels.matches(obj["metadata"].get("labels") or {}):
+def matches(obj: dict[str, Any], labels: LabelSelector | None, fields: FieldSelector | None) -> bool:
+    """Whether the object's labels and fields satisfy the selectors (None: no condition)."""
+    if labels is not None and not labels.matches(objects.labels(obj)):
         return False
     return fields is None or fields.matches(obj)
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybrid_operator.localcluster import objects
 from hybrid_operator.localcluster.semantics.fieldpaths import (
     FieldPath,
     differs,
@@ -122,8 +123,8 @@ def prune_missing(entries: Iterable[Entry], obj: Any, kind: str) -> None:
 
 def _base_entries(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Entry]:
     """The entries an update starts from: the client's if it changed them, else the stored ones."""
-    old_value = (old or {}).get("metadata", {}).get("managedFields")
-    new_value = new.get("metadata", {}).get("managedFields")
+    old_value = objects.meta(old).get("managedFields") if old is not None else None
+    new_value = objects.meta(new).get("managedFields")
     if isinstance(new_value, list) and new_value and not json_equal(new_value, old_value):
         return read_entries(new_value)
     return read_entries(old_value)
@@ -154,12 +155,8 @@ def record_update(
     changed = {p for p in new_paths if old is None or differs(old, result, p, kind)}
     removed = old is not None and any(not has_path(result, p, kind) for p in field_set(old, kind))
     if changed or removed:
-        ident = (manager, "Update", subresource or "")
-        mine = find_entry(entries, ident)
-        for entry in entries:
-            if entry is not mine and entry.fields & changed:
-                entry.fields -= changed
-                entry.dirty = True
+        mine = find_entry(entries, (manager, "Update", subresource or ""))
+        _take_ownership(entries, mine, changed)
         prune_missing(entries, result, kind)
         if changed:
             if mine is None:
@@ -169,3 +166,11 @@ def record_update(
             touch(mine, api_version, now)
     write_entries(result, entries)
     return result
+
+
+def _take_ownership(entries: list[Entry], mine: Entry | None, changed: set[FieldPath]) -> None:
+    """Every manager but ``mine`` loses the fields ``mine`` changed."""
+    for entry in entries:
+        if entry is not mine and entry.fields & changed:
+            entry.fields -= changed
+            entry.dirty = True

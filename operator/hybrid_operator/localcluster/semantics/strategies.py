@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybrid_operator.localcluster import errors
+from hybrid_operator.localcluster import errors, objects
 from hybrid_operator.localcluster.resources import CRDS_KEY, NAMESPACES_KEY, SERVICES_KEY, ResourceInfo
 from hybrid_operator.localcluster.semantics import crds, defaulting, schema
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
@@ -45,7 +45,7 @@ def _prepare_custom(info: ResourceInfo, structural: dict[str, Any], obj: dict[st
         warnings.extend(f'unknown field "{path}"' for path in unknown)
     prepared, causes = schema.prepare(obj, structural)
     if causes:
-        raise errors.invalid(info.kind, info.group, str(obj["metadata"].get("name", "")), causes)
+        raise errors.invalid(info.kind, info.group, objects.name(obj), causes)
     _replace_content(obj, prepared)
     return warnings
 

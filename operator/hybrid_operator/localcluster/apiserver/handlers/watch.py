@@ -19,11 +19,12 @@ from typing import Any
 
 from aiohttp import web
 
-from hybrid_operator.localcluster import clock, errors
+from hybrid_operator.localcluster import clock, errors, objects
 from hybrid_operator.localcluster.apiserver import decoding, tables
 from hybrid_operator.localcluster.apiserver.context import api_of, config_of
 from hybrid_operator.localcluster.apiserver.urls import Target
 from hybrid_operator.localcluster.resources import ResourceInfo
+from hybrid_operator.localcluster.semantics import listing
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
 from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
 from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
@@ -41,10 +42,9 @@ class Filter:
     def matches(self, obj: dict[str, Any] | None) -> bool:
         if obj is None:
             return False
-        meta = obj.get("metadata", {})
-        if self.namespace is not None and meta.get("namespace", "") != self.namespace:
+        if self.namespace is not None and objects.namespace(obj) != self.namespace:
             return False
-        return self.labels.matches(meta.get("labels") or {}) and self.fields.matches(obj)
+        return listing.matches(obj, self.labels, self.fields)
 
     def translate(self, change: Change) -> tuple[str, dict[str, Any]] | None:
         """The event this watcher sees for ``change``, if any."""
