@@ -62,18 +62,14 @@ def api_resource_list(registry: Registry, group: str, version: str) -> dict[str,
         return None
     resources: list[dict[str, Any]] = []
     for info in infos:
-        entry: dict[str, Any] = {
+        resources.append({
             "name": info.plural,
             "singularName": info.singular,
             "namespaced": info.namespaced,
             "kind": info.kind,
             "verbs": list(info.verbs),
-        }
-        if info.short_names:
-            entry["shortNames"] = list(info.short_names)
-        if info.categories:
-            entry["categories"] = list(info.categories)
-        resources.append(entry)
+            **_aliases(info),
+        })
         for sub in info.subresources:
             sub_kind = "Scale" if sub == "scale" else info.kind
             sub_entry: dict[str, Any] = {"name": f"{info.plural}/{sub}", "singularName": "",
@@ -86,6 +82,12 @@ def api_resource_list(registry: Registry, group: str, version: str) -> dict[str,
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
 
 
+def _aliases(info: ResourceInfo) -> dict[str, list[str]]:
+    """``shortNames`` and ``categories``, each only when there are any."""
+    found = {"shortNames": list(info.short_names), "categories": list(info.categories)}
+    return {key: values for key, values in found.items() if values}
+
+
 def _discovery_resource(info: ResourceInfo) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "resource": info.plural,
@@ -93,11 +95,8 @@ def _discovery_resource(info: ResourceInfo) -> dict[str, Any]:
         "scope": "Namespaced" if info.namespaced else "Cluster",
         "singularResource": info.singular,
         "verbs": list(info.verbs),
+        **_aliases(info),
     }
-    if info.short_names:
-        entry["shortNames"] = list(info.short_names)
-    if info.categories:
-        entry["categories"] = list(info.categories)
     subs = []
     for sub in info.subresources:
         kind = {"group": "autoscaling", "version": "v1", "kind": "Scale"} if sub == "scale" else \

@@ -12,7 +12,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hybrid_operator.localcluster import errors, patching
+from hybrid_operator.localcluster import errors
+from hybrid_operator.localcluster.resources import ResourceInfo
+from hybrid_operator.localcluster.semantics import patching
+from hybrid_operator.localcluster.semantics.crud import ObjectApi
+from hybrid_operator.localcluster.semantics.writes import Outcome, WriteOptions
 
 SCALE_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
 
@@ -48,8 +52,7 @@ def patched_scale(scale: dict[str, Any], media: str, patch: Any) -> dict[str, An
         result = patching.json_patch(copy.deepcopy(scale), patch) if media == "application/json-patch+json" \
             else patching.merge_patch(copy.deepcopy(scale), patch)
     except patching.PatchError as exc:
-        raise errors.ApiError(422, "Invalid", f"the server rejected our request due to an error in our "
-                              f"request: {exc}") from exc
+        raise errors.patch_rejected(str(exc)) from exc
     if not isinstance(result, dict):
         raise errors.bad_request("the patch did not produce an object")
     return result
@@ -71,3 +74,10 @@ def scaled(obj: dict[str, Any], scale: Any) -> dict[str, Any]:
     else:
         updated["metadata"].pop("resourceVersion", None)
     return updated
+
+
+def write(api: ObjectApi, info: ResourceInfo, namespace: str, name: str, scale: Any, opts: WriteOptions) -> Outcome:
+    """PUT/PATCH of ``/scale``: store the Scale's replica count, answer with the new Scale."""
+    current = api.get(info, namespace, name)
+    outcome = api.update(info, namespace, name, scaled(current, scale), opts, "scale")
+    return Outcome(to_scale(outcome.obj), outcome.code, outcome.warnings)

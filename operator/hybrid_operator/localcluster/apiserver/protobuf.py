@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from . import errors
+from hybrid_operator.localcluster import clock, errors
 
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
@@ -370,7 +370,7 @@ def _time(raw: bytes) -> str | None:
         moment = _EPOCH + timedelta(seconds=seconds)
     except OverflowError:
         raise DecodeError(f"timestamp out of range: {seconds}s {nanos}ns") from None
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return clock.rfc3339(moment)
 
 
 def _raw_json(raw: bytes) -> Any:

@@ -17,7 +17,8 @@ import ipaddress
 from collections.abc import Callable
 from typing import Any
 
-from .errors import internal
+from hybrid_operator.localcluster import objects
+from hybrid_operator.localcluster.errors import internal
 
 Obj = dict[str, Any]
 
@@ -36,12 +37,6 @@ def _sub(parent: Obj, key: str) -> Obj:
         value = {}
         parent[key] = value
     return value
-
-
-def _lookup(obj: Any, *path: str) -> Any:
-    for key in path:
-        obj = obj.get(key) if isinstance(obj, dict) else None
-    return obj
 
 
 def _dicts(parent: Obj, key: str) -> list[Obj]:
@@ -80,7 +75,7 @@ def _default_probe(probe: Any) -> None:
 
 def _default_env(container: Obj) -> None:
     for env in _dicts(container, "env"):
-        field_ref = _lookup(env, "valueFrom", "fieldRef")
+        field_ref = objects.dig(env, "valueFrom", "fieldRef")
         if isinstance(field_ref, dict):
             _fill(field_ref, {"apiVersion": "v1"})
 
@@ -211,7 +206,7 @@ def _job_spec(spec: Obj) -> None:
 def _job(obj: Obj) -> None:
     spec = _sub(obj, "spec")
     _job_spec(spec)
-    template_labels = _lookup(spec, "template", "metadata", "labels")
+    template_labels = objects.dig(spec, "template", "metadata", "labels")
     metadata = _sub(obj, "metadata")
     if not metadata.get("labels") and isinstance(template_labels, dict) and template_labels:
         metadata["labels"] = copy.deepcopy(template_labels)

@@ -9,9 +9,10 @@ in :mod:`.mergekeys`.  Objects are plain JSON values; no input is ever mutated.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
-from .mergekeys import Path, list_info
+from hybrid_operator.localcluster.semantics.mergekeys import Path, list_strategy
 
 
 class PatchError(Exception):
@@ -137,36 +138,61 @@ def _apply_op(doc: Any, op: Any) -> Any:
         raise PatchError(f"JSON patch operation must be an object, got {op!r}")
     kind = op.get("op")
     path = _operand(op, "path")
-    if kind == "add":
-        return _add(doc, path, copy.deepcopy(_operand(op, "value")))
-    if kind == "remove":
-        return _remove(doc, path)[0]
-    if kind == "replace":
-        _resolve(doc, _parse_pointer(path), path)
-        if _parse_pointer(path) == []:
-            return copy.deepcopy(_operand(op, "value"))
-        doc, _ = _remove(doc, path)
-        return _add(doc, path, copy.deepcopy(_operand(op, "value")))
-    if kind == "move":
-        source = _operand(op, "from")
-        if path != source and path.startswith(source + "/"):
-            raise PatchError(f'cannot move "{source}" into its own child "{path}"')
-        doc, value = _remove(doc, source)
-        return _add(doc, path, value)
-    if kind == "copy":
-        source = _operand(op, "from")
-        value = _resolve(doc, _parse_pointer(source), source)
-        return _add(doc, path, copy.deepcopy(value))
-    if kind == "test":
-        expected = _operand(op, "value")
-        try:
-            actual = _resolve(doc, _parse_pointer(path), path)
-        except PatchError as err:
-            raise PatchTestFailed(f'testing value at "{path}" failed: {err}') from err
-        if not json_equal(actual, expected):
-            raise PatchTestFailed(f'testing value at "{path}" failed: value is {actual!r}, not {expected!r}')
-        return doc
-    raise PatchError(f'unknown JSON patch operation "{kind}"')
+    operation = _OPERATIONS.get(kind) if isinstance(kind, str) else None
+    if operation is None:
+        raise PatchError(f'unknown JSON patch operation "{kind}"')
+    return operation(doc, op, path)
+
+
+def _op_add(doc: Any, op: dict[str, Any], path: str) -> Any:
+    return _add(doc, path, copy.deepcopy(_operand(op, "value")))
+
+
+def _op_remove(doc: Any, op: dict[str, Any], path: str) -> Any:
+    return _remove(doc, path)[0]
+
+
+def _op_replace(doc: Any, op: dict[str, Any], path: str) -> Any:
+    _resolve(doc, _parse_pointer(path), path)
+    if _parse_pointer(path) == []:
+        return copy.deepcopy(_operand(op, "value"))
+    doc, _ = _remove(doc, path)
+    return _add(doc, path, copy.deepcopy(_operand(op, "value")))
+
+
+def _op_move(doc: Any, op: dict[str, Any], path: str) -> Any:
+    source = _operand(op, "from")
+    if path != source and path.startswith(source + "/"):
+        raise PatchError(f'cannot move "{source}" into its own child "{path}"')
+    doc, value = _remove(doc, source)
+    return _add(doc, path, value)
+
+
+def _op_copy(doc: Any, op: dict[str, Any], path: str) -> Any:
+    source = _operand(op, "from")
+    value = _resolve(doc, _parse_pointer(source), source)
+    return _add(doc, path, copy.deepcopy(value))
+
+
+def _op_test(doc: Any, op: dict[str, Any], path: str) -> Any:
+    expected = _operand(op, "value")
+    try:
+        actual = _resolve(doc, _parse_pointer(path), path)
+    except PatchError as err:
+        raise PatchTestFailed(f'testing value at "{path}" failed: {err}') from err
+    if not json_equal(actual, expected):
+        raise PatchTestFailed(f'testing value at "{path}" failed: value is {actual!r}, not {expected!r}')
+    return doc
+
+
+_OPERATIONS: dict[str, Callable[[Any, dict[str, Any], str], Any]] = {
+    "add": _op_add,
+    "remove": _op_remove,
+    "replace": _op_replace,
+    "move": _op_move,
+    "copy": _op_copy,
+    "test": _op_test,
+}
 
 
 def json_patch(target: Any, ops: Any) -> Any:
@@ -273,13 +299,13 @@ def _is_directive_item(item: Any) -> bool:
 
 
 def _merge_list(original: list[Any], patch: list[Any], path: Path, kind: str) -> list[Any]:
-    info = list_info(kind, path)
+    strategy, merge_key, _ = list_strategy(kind, path)
     replace = any(_is_directive_item(item) and item[_PATCH] == "replace" for item in patch)
-    if replace or info.strategy != "merge":
+    if replace or strategy != "merge":
         return [_clean(item, path, kind) for item in patch if not _is_directive_item(item)]
-    if info.merge_key is None:
+    if merge_key is None:
         return _merge_primitive_list(original, patch)
-    return _merge_keyed_list(original, patch, path, kind, info.merge_key)
+    return _merge_keyed_list(original, patch, path, kind, merge_key)
 
 
 def _merge_primitive_list(original: list[Any], patch: list[Any]) -> list[Any]:
@@ -344,7 +370,7 @@ def _set_element_order(result: dict[str, Any], field: str, order: Any, path: Pat
     current = result.get(field)
     if not isinstance(current, list):
         return
-    merge_key = list_info(kind, (*path, field)).merge_key
+    _, merge_key, _ = list_strategy(kind, (*path, field))
 
     def identity(item: Any) -> Any:
         if merge_key is not None and isinstance(item, dict):

@@ -327,26 +327,33 @@ def _json_equal(left: Any, right: Any) -> bool:
     return bool(left == right)
 
 
-def _check_number(value: Any, schema: Schema, path: str) -> list[Cause]:
-    if not _is_number(value):
-        return []
-    causes: list[Cause] = []
+def _check_maximum(value: Any, schema: Schema, path: str) -> list[Cause]:
     maximum: Any = schema.get("maximum")
-    if _is_number(maximum):
-        exclusive = schema.get("exclusiveMaximum") is True
-        if value > maximum or (exclusive and value == maximum):
-            relation = "less than" if exclusive else "less than or equal to"
-            causes.append(_invalid(path, value, f"{path} in body should be {relation} {go_value(maximum)}"))
+    if not _is_number(value) or not _is_number(maximum):
+        return []
+    exclusive = schema.get("exclusiveMaximum") is True
+    if value > maximum or (exclusive and value == maximum):
+        relation = "less than" if exclusive else "less than or equal to"
+        return [_invalid(path, value, f"{path} in body should be {relation} {go_value(maximum)}")]
+    return []
+
+
+def _check_minimum(value: Any, schema: Schema, path: str) -> list[Cause]:
     minimum: Any = schema.get("minimum")
-    if _is_number(minimum):
-        exclusive = schema.get("exclusiveMinimum") is True
-        if value < minimum or (exclusive and value == minimum):
-            relation = "greater than" if exclusive else "greater than or equal to"
-            causes.append(_invalid(path, value, f"{path} in body should be {relation} {go_value(minimum)}"))
+    if not _is_number(value) or not _is_number(minimum):
+        return []
+    exclusive = schema.get("exclusiveMinimum") is True
+    if value < minimum or (exclusive and value == minimum):
+        relation = "greater than" if exclusive else "greater than or equal to"
+        return [_invalid(path, value, f"{path} in body should be {relation} {go_value(minimum)}")]
+    return []
+
+
+def _check_multiple_of(value: Any, schema: Schema, path: str) -> list[Cause]:
     factor: Any = schema.get("multipleOf")
-    if _is_number(factor) and factor > 0 and not float(value / factor).is_integer():
-        causes.append(_invalid(path, value, f"{path} in body should be a multiple of {go_value(factor)}"))
-    return causes
+    if _is_number(value) and _is_number(factor) and factor > 0 and not float(value / factor).is_integer():
+        return [_invalid(path, value, f"{path} in body should be a multiple of {go_value(factor)}")]
+    return []
 
 
 def _check_string(value: Any, schema: Schema, path: str) -> list[Cause]:
@@ -404,7 +411,9 @@ def _check_object_bounds(value: Any, schema: Schema, path: str) -> list[Cause]:
 
 _CHECKS: tuple[Callable[[Any, Schema, str], list[Cause]], ...] = (
     _check_string,
-    _check_number,
+    _check_maximum,
+    _check_minimum,
+    _check_multiple_of,
     _check_array_bounds,
     _check_object_bounds,
     _check_enum,
@@ -453,35 +462,53 @@ def _composite(path: str, message: str) -> Cause:
 
 def _validate_composition(value: Any, schema: Schema, path: str) -> list[Cause]:
     """``allOf``/``anyOf``/``oneOf``/``not``, reported the way kube-openapi words them."""
-    causes: list[Cause] = []
-    all_of = [s for s in schema.get("allOf") or [] if isinstance(s, dict)]
-    if all_of:
-        results = [_validate(value, sub, path) for sub in all_of]
-        failed = [r for r in results if r]
-        for result in failed:
-            causes.extend(result)
-        if failed:
-            suffix = ". None validated" if len(failed) == len(all_of) else ""
-            causes.append(_composite(path, f"must validate all the schemas (allOf){suffix}"))
-    any_of = [s for s in schema.get("anyOf") or [] if isinstance(s, dict)]
-    if any_of:
-        results = [_validate(value, sub, path) for sub in any_of]
-        if all(results):
-            causes.append(_composite(path, "must validate at least one schema (anyOf)"))
-            causes.extend(_fewest(results))
-    one_of = [s for s in schema.get("oneOf") or [] if isinstance(s, dict)]
-    if one_of:
-        results = [_validate(value, sub, path) for sub in one_of]
-        valid = sum(1 for r in results if not r)
-        if valid != 1:
-            found = "Found none valid" if valid == 0 else f"Found {valid} valid alternatives"
-            causes.append(_composite(path, f"must validate one and only one schema (oneOf). {found}"))
-            if valid == 0:
-                causes.extend(_fewest(results))
-    negated = schema.get("not")
-    if isinstance(negated, dict) and not _validate(value, negated, path):
-        causes.append(_composite(path, "must not validate the schema (not)"))
+    return [
+        *_all_of(value, _alternatives(schema, "allOf"), path),
+        *_any_of(value, _alternatives(schema, "anyOf"), path),
+        *_one_of(value, _alternatives(schema, "oneOf"), path),
+        *_not(value, schema.get("not"), path),
+    ]
+
+
+def _alternatives(schema: Schema, keyword: str) -> list[Schema]:
+    return [s for s in schema.get(keyword) or [] if isinstance(s, dict)]
+
+
+def _all_of(value: Any, schemas: list[Schema], path: str) -> list[Cause]:
+    failed = [result for result in (_validate(value, sub, path) for sub in schemas) if result]
+    if not failed:
+        return []
+    suffix = ". None validated" if len(failed) == len(schemas) else ""
+    causes = [cause for result in failed for cause in result]
+    causes.append(_composite(path, f"must validate all the schemas (allOf){suffix}"))
     return causes
+
+
+def _any_of(value: Any, schemas: list[Schema], path: str) -> list[Cause]:
+    if not schemas:
+        return []
+    results = [_validate(value, sub, path) for sub in schemas]
+    if not all(results):
+        return []
+    return [_composite(path, "must validate at least one schema (anyOf)"), *_fewest(results)]
+
+
+def _one_of(value: Any, schemas: list[Schema], path: str) -> list[Cause]:
+    if not schemas:
+        return []
+    results = [_validate(value, sub, path) for sub in schemas]
+    valid = sum(1 for r in results if not r)
+    if valid == 1:
+        return []
+    if valid > 1:
+        return [_composite(path, f"must validate one and only one schema (oneOf). Found {valid} valid alternatives")]
+    return [_composite(path, "must validate one and only one schema (oneOf). Found none valid"), *_fewest(results)]
+
+
+def _not(value: Any, negated: Any, path: str) -> list[Cause]:
+    if isinstance(negated, dict) and not _validate(value, negated, path):
+        return [_composite(path, "must not validate the schema (not)")]
+    return []
 
 
 # --------------------------------------------------------------------------- pipeline

@@ -10,9 +10,10 @@ verb the operator and its automation actually used.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import IO, Any
+
+from hybrid_operator.localcluster import clock
 
 
 def rbac_verb(method: str, has_name: bool, watch: bool) -> str:
@@ -34,7 +35,7 @@ class AuditLog:
         self._handle: IO[str] = path.open("a", encoding="utf-8")
 
     def record(self, entry: dict[str, Any]) -> None:
-        self._handle.write(json.dumps({"ts": round(time.time(), 3), **entry}, separators=(",", ":")) + "\n")
+        self._handle.write(json.dumps({"ts": round(clock.now().timestamp(), 3), **entry}, separators=(",", ":")) + "\n")
         self._handle.flush()
 
     def close(self) -> None:

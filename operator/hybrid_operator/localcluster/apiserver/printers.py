@@ -1,32 +1,22 @@
-"""``meta.k8s.io/v1`` Table rendering, so ``kubectl get`` prints real columns.
+"""Column definitions and cells of the built-in kinds, as kube-apiserver's printers render them.
 
-kubectl asks for ``application/json;as=Table;v=v1;g=meta.k8s.io`` on every
-``get``; with a plain List it can only print NAME and AGE.  kube-apiserver
-answers with server-side column definitions and pre-rendered cells: built-in
-kinds have hand-written printers (Deployment READY ``1/1``, Service
-PORT(S) ``80/TCP`` …, Age rendered as ``5m``), custom resources use their
-CRD version's ``additionalPrinterColumns`` evaluated with JSONPath (the
-default is a single ``Age`` column of type ``date`` that carries the raw
-timestamp, which kubectl renders itself).  Missing CRD column values are
-``null`` cells, which kubectl prints as ``<none>``.
-
-``printer_columns=None`` selects the built-in printer for ``kind``; a list
-(possibly empty) selects the custom-resource path.
+kube-apiserver has a hand-written printer per built-in kind (``kubectl get``
+shows Deployment READY ``1/1``, Service PORT(S) ``80/TCP``, Pod STATUS and
+RESTARTS, Job COMPLETIONS and DURATION...): a list of columns (name, type,
+priority: priority 1 only shows with ``-o wide``) and a function from an
+object to its row's cells.  Kinds without one get NAME and AGE.  Cells read
+the object defensively: a field of the wrong type shows as empty, never fails
+the request.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-TABLE_CONTENT_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-INCLUDE_METADATA = "Metadata"
-INCLUDE_OBJECT = "Object"
-INCLUDE_NONE = "None"
+from hybrid_operator.localcluster import clock, objects
 
 Obj = dict[str, Any]
 Cells = list[Any]
@@ -55,31 +45,23 @@ class Column:
 # --------------------------------------------------------------------------- accessors
 
 
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def _int(obj: Any, *path: str) -> int:
-    value = _get(obj, *path)
+    value = objects.dig(obj, *path)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _str(obj: Any, *path: str) -> str:
-    value = _get(obj, *path)
+    value = objects.dig(obj, *path)
     return value if isinstance(value, str) else ""
 
 
 def _list(obj: Any, *path: str) -> list[Any]:
-    value = _get(obj, *path)
+    value = objects.dig(obj, *path)
     return value if isinstance(value, list) else []
 
 
 def _dict(obj: Any, *path: str) -> dict[str, Any]:
-    value = _get(obj, *path)
+    value = objects.dig(obj, *path)
     return value if isinstance(value, dict) else {}
 
 
@@ -87,62 +69,8 @@ def _or_none(text: str) -> str:
     return text if text else "<none>"
 
 
-# --------------------------------------------------------------------------- time
-
-
-def parse_timestamp(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp as an aware datetime, or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def human_duration(seconds: float) -> str:
-    """A duration the way kubectl and kube-apiserver print ages (``5s``, ``3m10s``, ``2d``)."""
-    whole = int(seconds)
-    if whole < -1:
-        return "<invalid>"
-    if whole < 0:
-        return "0s"
-    if whole < 120:
-        return f"{whole}s"
-    minutes = whole // 60
-    if minutes < 10:
-        return _two_units(minutes, "m", whole % 60, "s")
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = whole // 3600
-    if hours < 8:
-        return _two_units(hours, "h", minutes % 60, "m")
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if hours < 24 * 8:
-        return _two_units(days, "d", hours % 24, "h")
-    if hours < 24 * 365 * 2:
-        return f"{days}d"
-    if hours < 24 * 365 * 8:
-        return _two_units(days // 365, "y", days % 365, "d")
-    return f"{days // 365}y"
-
-
-def _two_units(major: int, major_unit: str, minor: int, minor_unit: str) -> str:
-    return f"{major}{major_unit}" if minor == 0 else f"{major}{major_unit}{minor}{minor_unit}"
-
-
-def _since(value: Any, now: datetime) -> str:
-    stamp = parse_timestamp(value)
-    if stamp is None:
-        return "<unknown>"
-    return human_duration((now - stamp).total_seconds())
-
-
 def _age(obj: Obj, now: datetime) -> str:
-    return _since(_get(obj, "metadata", "creationTimestamp"), now)
+    return clock.since(objects.dig(obj, "metadata", "creationTimestamp"), now)
 
 
 # --------------------------------------------------------------------------- shared column pieces
@@ -186,7 +114,7 @@ def _template_cells(obj: Obj) -> Cells:
 
 
 def _desired(obj: Obj) -> int:
-    replicas = _get(obj, "spec", "replicas")
+    replicas = objects.dig(obj, "spec", "replicas")
     return replicas if isinstance(replicas, int) else 1
 
 
@@ -241,14 +169,14 @@ def _job_status(obj: Obj) -> str:
     for condition in ("Failed", "Complete", "Suspended", "FailureTarget", "SuccessCriteriaMet"):
         if condition in true_types:
             return condition
-    if _get(obj, "metadata", "deletionTimestamp"):
+    if objects.dig(obj, "metadata", "deletionTimestamp"):
         return "Terminating"
     return "Running"
 
 
 def _job_completions(obj: Obj) -> str:
     succeeded = _int(obj, "status", "succeeded")
-    completions = _get(obj, "spec", "completions")
+    completions = objects.dig(obj, "spec", "completions")
     if isinstance(completions, int):
         return f"{succeeded}/{completions}"
     parallelism = _int(obj, "spec", "parallelism")
@@ -256,11 +184,11 @@ def _job_completions(obj: Obj) -> str:
 
 
 def _job_duration(obj: Obj, now: datetime) -> str:
-    start = parse_timestamp(_get(obj, "status", "startTime"))
+    start = clock.parse_timestamp(objects.dig(obj, "status", "startTime"))
     if start is None:
         return ""
-    end = parse_timestamp(_get(obj, "status", "completionTime")) or now
-    return human_duration((end - start).total_seconds())
+    end = clock.parse_timestamp(objects.dig(obj, "status", "completionTime")) or now
+    return clock.human_duration((end - start).total_seconds())
 
 
 def _job(obj: Obj, now: datetime) -> Cells:
@@ -270,14 +198,14 @@ def _job(obj: Obj, now: datetime) -> Cells:
 
 def _cron_job(obj: Obj, now: datetime) -> Cells:
     template = {"spec": _dict(obj, "spec", "jobTemplate", "spec")}
-    last = _get(obj, "status", "lastScheduleTime")
+    last = objects.dig(obj, "status", "lastScheduleTime")
     return [
         _name(obj),
         _str(obj, "spec", "schedule"),
         _or_none(_str(obj, "spec", "timeZone")),
-        _get(obj, "spec", "suspend") is True,
+        objects.dig(obj, "spec", "suspend") is True,
         len(_list(obj, "status", "active")),
-        _since(last, now) if last else "<none>",
+        clock.since(last, now) if last else "<none>",
         _age(obj, now),
         *_template_cells(template),
     ]
@@ -335,14 +263,14 @@ def _pod_status(obj: Obj) -> str:
             reason = waiting
         elif terminated:
             reason = _str(terminated, "reason") or f"ExitCode:{_int(terminated, 'exitCode')}"
-    if _get(obj, "metadata", "deletionTimestamp"):
+    if objects.dig(obj, "metadata", "deletionTimestamp"):
         return "Terminating"
     return reason
 
 
 def _pod(obj: Obj, now: datetime) -> Cells:
     statuses = _list(obj, "status", "containerStatuses")
-    ready = sum(1 for s in statuses if _get(s, "ready") is True)
+    ready = sum(1 for s in statuses if objects.dig(s, "ready") is True)
     total = len(_list(obj, "spec", "containers"))
     restarts = sum(_int(s, "restartCount") for s in statuses)
     return [
@@ -388,12 +316,13 @@ def _event_source(obj: Obj) -> str:
 
 
 def _event(obj: Obj, now: datetime) -> Cells:
-    last = _get(obj, "lastTimestamp") or _get(obj, "eventTime") or _get(obj, "metadata", "creationTimestamp")
-    first = _get(obj, "firstTimestamp") or _get(obj, "eventTime") or last
+    last = (objects.dig(obj, "lastTimestamp") or objects.dig(obj, "eventTime")
+            or objects.dig(obj, "metadata", "creationTimestamp"))
+    first = objects.dig(obj, "firstTimestamp") or objects.dig(obj, "eventTime") or last
     count = _int(obj, "count") or 1
-    last_seen = _since(last, now)
+    last_seen = clock.since(last, now)
     if count > 1:
-        last_seen = f"{last_seen} (x{count} over {_since(first, now)})"
+        last_seen = f"{last_seen} (x{count} over {clock.since(first, now)})"
     involved = _dict(obj, "involvedObject")
     return [
         last_seen,
@@ -403,7 +332,7 @@ def _event(obj: Obj, now: datetime) -> Cells:
         _str(involved, "fieldPath"),
         _event_source(obj),
         _str(obj, "message").strip(),
-        _since(first, now),
+        clock.since(first, now),
         count,
         _name(obj),
     ]
@@ -422,8 +351,8 @@ def _name(obj: Obj) -> str:
 
 
 def _created_at(obj: Obj) -> Any:
-    stamp = parse_timestamp(_get(obj, "metadata", "creationTimestamp"))
-    return stamp.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if stamp else None
+    stamp = clock.parse_timestamp(objects.dig(obj, "metadata", "creationTimestamp"))
+    return clock.rfc3339(stamp) if stamp else None
 
 
 def _count(name: str, description: str, priority: int = 0) -> Column:
@@ -576,227 +505,3 @@ _DEFAULT_PRINTER: Printer = ([NAME, AGE], _default)
 def builtin_printer(kind: str) -> Printer:
     """Column definitions and the cell function for a built-in kind."""
     return _PRINTERS.get(kind, _DEFAULT_PRINTER)
-
-
-# --------------------------------------------------------------------------- JSONPath subset
-
-_SEGMENT = re.compile(
-    r"""\.(?P<field>[A-Za-z0-9_\-$]+)
-      | \[\s*(?P<index>-?\d+|\*)\s*\]
-      | \[\s*(?P<quote>['"])(?P<key>.*?)(?P=quote)\s*\]
-      | \[\?\(\s*@(?P<filter_path>(?:\.[A-Za-z0-9_\-]+)+)\s*(?P<op>==|!=)\s*(?P<literal>[^)]*?)\s*\)\]
-      | \.\*
-    """,
-    re.VERBOSE,
-)
-
-
-def _filter_value(literal: str) -> Any:
-    literal = literal.strip()
-    if len(literal) >= 2 and literal[0] == literal[-1] and literal[0] in "'\"":
-        return literal[1:-1]
-    try:
-        return json.loads(literal)
-    except ValueError:
-        return literal
-
-
-def _step(values: list[Any], match: re.Match[str]) -> list[Any]:
-    out: list[Any] = []
-    for value in values:
-        out.extend(_apply_segment(value, match))
-    return out
-
-
-def _apply_segment(value: Any, match: re.Match[str]) -> list[Any]:
-    groups = match.groupdict()
-    if groups["field"] is not None or groups["key"] is not None:
-        key = groups["field"] if groups["field"] is not None else groups["key"]
-        return [value[key]] if isinstance(value, dict) and key in value else []
-    if groups["index"] is not None:
-        return _apply_index(value, groups["index"])
-    if groups["filter_path"] is not None:
-        return _apply_filter(value, groups["filter_path"], groups["op"], _filter_value(groups["literal"]))
-    if isinstance(value, dict):
-        return list(value.values())
-    return list(value) if isinstance(value, list) else []
-
-
-def _apply_index(value: Any, index: str) -> list[Any]:
-    if not isinstance(value, list):
-        return []
-    if index == "*":
-        return list(value)
-    position = int(index)
-    return [value[position]] if -len(value) <= position < len(value) else []
-
-
-def _apply_filter(value: Any, path: str, op: str, expected: Any) -> list[Any]:
-    if not isinstance(value, list):
-        return []
-    keys = path.strip(".").split(".")
-    selected = []
-    for item in value:
-        actual = _get(item, *keys)
-        if (actual == expected) == (op == "=="):
-            selected.append(item)
-    return selected
-
-
-def jsonpath(obj: Any, expression: str) -> list[Any]:
-    """Evaluate the JSONPath subset CRD printer columns use; an empty list when nothing matches.
-
-    Supports ``.field``, ``['field']``, ``[0]``, ``[*]``, ``.*`` and filters
-    ``[?(@.type=="Ready")]``; surrounding ``{}`` are allowed.
-    """
-    text = expression.strip()
-    if text.startswith("{") and text.endswith("}"):
-        text = text[1:-1].strip()
-    text = text.removeprefix("$")
-    values: list[Any] = [obj]
-    position = 0
-    while position < len(text):
-        match = _SEGMENT.match(text, position)
-        if match is None:
-            return []
-        values = _step(values, match)
-        position = match.end()
-    return values
-
-
-# --------------------------------------------------------------------------- custom resources
-
-_DEFAULT_CR_COLUMNS: list[dict[str, Any]] = [
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
-]
-
-
-def _cr_column(spec: dict[str, Any]) -> Column:
-    return Column(
-        name=str(spec.get("name", "")),
-        type=str(spec.get("type", "string")),
-        description=str(spec.get("description", "")),
-        priority=int(spec.get("priority", 0) or 0),
-        format=str(spec.get("format", "")),
-    )
-
-
-def _matches_type(value: Any, column_type: str) -> bool:
-    if column_type == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if column_type == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if column_type == "boolean":
-        return isinstance(value, bool)
-    return False
-
-
-def _render_result(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value, separators=(",", ":"))
-
-
-def _cr_cell(obj: Obj, spec: dict[str, Any]) -> Any:
-    results = jsonpath(obj, str(spec.get("jsonPath", "")))
-    if not results:
-        return None
-    if len(results) == 1:
-        value = results[0]
-        if isinstance(value, str) or _matches_type(value, str(spec.get("type", "string"))):
-            return value
-    return " ".join(_render_result(value) for value in results)
-
-
-def _dated(value: Any, spec: dict[str, Any], now: datetime) -> Any:
-    """``date`` columns are rendered as an age (``5m``), as kube-apiserver's table convertor does."""
-    if spec.get("type") == "date" and isinstance(value, str) and parse_timestamp(value) is not None:
-        return _since(value, now)
-    return value
-
-
-def _custom_printer(printer_columns: list[dict[str, Any]]) -> Printer:
-    specs = printer_columns or _DEFAULT_CR_COLUMNS
-    columns = [NAME, *(_cr_column(spec) for spec in specs)]
-
-    def cells(obj: Obj, now: datetime) -> Cells:
-        return [_name(obj), *(_dated(_cr_cell(obj, spec), spec, now) for spec in specs)]
-
-    return columns, cells
-
-
-# --------------------------------------------------------------------------- the Table
-
-
-def _row_object(item: Obj, include_object: str, kind: str, api_version: str | None) -> Obj | None:
-    if include_object == INCLUDE_NONE:
-        return None
-    if include_object == INCLUDE_OBJECT:
-        full = dict(item)
-        full.setdefault("kind", kind)
-        if api_version:
-            full.setdefault("apiVersion", api_version)
-        return full
-    return {
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": item.get("metadata", {}),
-    }
-
-
-def table(
-    items: list[Obj],
-    *,
-    kind: str,
-    printer_columns: list[dict[str, Any]] | None,
-    include_object: str = INCLUDE_METADATA,
-    resource_version: str,
-    now: datetime,
-    api_version: str | None = None,
-    continue_token: str | None = None,
-) -> dict[str, Any]:
-    """The ``Table`` kube-apiserver returns for ``items`` of ``kind``.
-
-    ``include_object`` is the ``includeObject`` query value (``Metadata``,
-    ``Object`` or ``None``); ``api_version`` fills a missing ``apiVersion``
-    in full row objects.
-    """
-    columns, cells = builtin_printer(kind) if printer_columns is None else _custom_printer(printer_columns)
-    rows = []
-    for item in items:
-        row: dict[str, Any] = {"cells": cells(item, now)}
-        embedded = _row_object(item, include_object, kind, api_version)
-        if embedded is not None:
-            row["object"] = embedded
-        rows.append(row)
-    metadata: dict[str, Any] = {"resourceVersion": resource_version}
-    if continue_token:
-        metadata["continue"] = continue_token
-    return {
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": metadata,
-        "columnDefinitions": [column.definition() for column in columns],
-        "rows": rows,
-    }
-
-
-def parse_table_accept(accept: str) -> bool:
-    """True when an ``Accept`` header asks for ``as=Table`` in ``meta.k8s.io`` v1 or v1beta1."""
-    for media_range in accept.split(","):
-        params = _media_params(media_range)
-        if params.get("as") != "Table":
-            continue
-        if params.get("g", "meta.k8s.io") == "meta.k8s.io" and params.get("v", "v1") in ("v1", "v1beta1"):
-            return True
-    return False
-
-
-def _media_params(media_range: str) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for part in media_range.split(";")[1:]:
-        key, _, value = part.partition("=")
-        params[key.strip()] = value.strip().strip('"')
-    return params

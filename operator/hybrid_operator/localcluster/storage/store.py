@@ -2,10 +2,11 @@
 
 The store holds every object under its storage key (``group/plural``),
 namespace and name, assigns the single, global, monotonically increasing
-resourceVersion, keeps a bounded history of change events for watch resume,
-and fans new events out to live watchers.  Every write is committed before it
-returns, so an acknowledged write survives ``kill -9``.  Objects are also kept
-in memory, so reads and LISTs never touch the disk.
+resourceVersion, and persists every change event next to the write that made
+it, so the :class:`~.changes.ChangeFeed` (watch resume, live watchers)
+survives a restart.  Every write is committed before it returns, so an
+acknowledged write survives ``kill -9``.  Objects are also kept in memory, so
+reads and LISTs never touch the disk.
 
 Objects returned by :meth:`Store.get` are private copies; those yielded by
 :meth:`Store.list` are the store's own and must not be mutated.
@@ -13,16 +14,16 @@ Objects returned by :meth:`Store.get` are private copies; those yielded by
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import collections
 import copy
 import json
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hybrid_operator.localcluster.storage.changes import Change, ChangeFeed
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -38,20 +39,6 @@ CREATE TABLE IF NOT EXISTS events (
 """
 
 
-@dataclass(frozen=True)
-class Change:
-    """One committed change, as delivered to watchers."""
-
-    rv: int
-    type: str  # ADDED | MODIFIED | DELETED
-    skey: str
-    obj: dict[str, Any]
-    old: dict[str, Any] | None
-
-    @property
-    def namespace(self) -> str:
-        return str(self.obj.get("metadata", {}).get("namespace", ""))
-
 
 class Store:
     """Objects by (storage key, namespace, name), persisted in SQLite."""
@@ -62,11 +49,8 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = collections.defaultdict(dict)
-        self._history: collections.deque[Change] = collections.deque(maxlen=history)
-        self._history_size = history
-        self._subscribers: set[asyncio.Queue[Change]] = set()
+        self.changes = ChangeFeed(history)
         self.rv = 0
-        self.compacted_rv = 0
         self._load()
 
     # -- loading -----------------------------------------------------------------
@@ -76,14 +60,14 @@ class Store:
             "SELECT skey, namespace, name, body FROM objects"
         ):
             self._objects[skey][(namespace, name)] = json.loads(body)
-        for rv, kind, skey, body, old in self._db.execute(
-            "SELECT rv, type, skey, body, old FROM events ORDER BY rv"
-        ):
-            self._history.append(Change(rv, kind, skey, json.loads(body), json.loads(old) if old else None))
+        compacted_rv = int(self.get_meta("compacted_rv") or 0)
+        events = self._db.execute("SELECT rv, type, skey, body, old FROM events ORDER BY rv").fetchall()
+        self.changes.restore(
+            (Change(rv, kind, skey, json.loads(body), json.loads(old) if old else None)
+             for rv, kind, skey, body, old in events),
+            compacted_rv,
+        )
         self.rv = int(self.get_meta("rv") or 0)
-        self.compacted_rv = int(self.get_meta("compacted_rv") or 0)
-        if len(self._history) == self._history.maxlen:
-            self.compacted_rv = max(self.compacted_rv, self._history[0].rv - 1)
 
     def get_meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -135,7 +119,7 @@ class Store:
             body,
         )
         self._objects[skey][(namespace, name)] = obj
-        self._publish(change)
+        self.changes.publish(change)
         return change
 
     def remove(self, skey: str, obj: dict[str, Any]) -> Change:
@@ -153,7 +137,7 @@ class Store:
             body,
         )
         self._objects[skey].pop((namespace, name), None)
-        self._publish(change)
+        self.changes.publish(change)
         return change
 
     def _commit(self, change: Change, statement: tuple[str, tuple[Any, ...]], body: str) -> None:
@@ -175,30 +159,7 @@ class Store:
         self.rv = change.rv
 
     def _compact(self, rv: int) -> None:
-        floor = rv - self._history_size
-        if floor > self.compacted_rv:
+        floor = rv - self.changes.size
+        if floor > self.changes.compacted_rv:
             self._db.execute("DELETE FROM events WHERE rv <= ?", (floor,))
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('compacted_rv', ?)", (str(floor),))
-
-    # -- watching ----------------------------------------------------------------
-
-    def _publish(self, change: Change) -> None:
-        if len(self._history) == self._history.maxlen:
-            self.compacted_rv = max(self.compacted_rv, self._history[0].rv)
-        self._history.append(change)
-        for queue in self._subscribers:
-            queue.put_nowait(change)
-
-    def changes_since(self, rv: int) -> builtins.list[Change] | None:
-        """Changes after ``rv``, or None when ``rv`` is older than the retained history."""
-        if rv < self.compacted_rv:
-            return None
-        return [change for change in self._history if change.rv > rv]
-
-    def subscribe(self) -> asyncio.Queue[Change]:
-        queue: asyncio.Queue[Change] = asyncio.Queue()
-        self._subscribers.add(queue)
-        return queue
-
-    def unsubscribe(self, queue: asyncio.Queue[Change]) -> None:
-        self._subscribers.discard(queue)
