@@ -71,7 +71,7 @@ def kubeconfig_text(server: str, token: str, ca_pem: bytes) -> str:
 def open_store(options: ClusterOptions) -> Store:
     if options.in_memory:
         return Store(None, history=options.watch_history)
-    options.data_dir.mkdir(parents=True, exist_ok=True)
+    files.private_dir(options.data_dir)
     return Store(options.data_dir / "state.db", history=options.watch_history)
 
 
@@ -110,6 +110,7 @@ class ClusterServer:
         self._audit: AuditLog | None = None
         self.port = options.port
         cert_dir = Path(tempfile.mkdtemp(prefix="hybrid-certs-")) if options.in_memory else options.data_dir
+        files.tighten(cert_dir / "server.key", files.PRIVATE_FILE)
         self.certs = tls.ensure(cert_dir)
 
     @property
@@ -122,7 +123,7 @@ class ClusterServer:
         config = ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
                                    bookmark_interval=self.options.bookmark_interval, audit=self._audit)
         application = app.build_app(self.api, config)
-        self._runner = web.AppRunner(application, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        self._runner = app.runner(application)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True,
                            ssl_context=self.certs.server_context())
