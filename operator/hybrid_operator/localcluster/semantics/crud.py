@@ -16,6 +16,7 @@ CustomResourceDefinitions.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from hybrid_operator.localcluster import clock, errors, objects
@@ -28,8 +29,10 @@ from hybrid_operator.localcluster.semantics import (
     listing,
     managedfields,
     metadata,
+    metavalidation,
     patching,
     strategies,
+    typed,
 )
 from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
 from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
@@ -100,7 +103,7 @@ class ObjectApi:
         applied: bool = False,
     ) -> Outcome:
         """POST; ``applied`` when server-side apply made ``body`` (its managedFields are kept as they are)."""
-        obj = metadata.checked_body(info, namespace, body)
+        obj = _decoded(info, namespace, body)
         managed = obj["metadata"].get("managedFields") if applied else None
         name = metadata.name_for_create(
             info, obj["metadata"], lambda taken: self.store.peek(info.storage_key, namespace, taken) is not None)
@@ -113,6 +116,7 @@ class ObjectApi:
         if "status" in info.subresources and info.custom:
             obj.pop("status", None)
         warnings = strategies.prepare(info, obj, opts)
+        _validate_meta(info, obj)
         metadata.stamp_created(info, obj)
         strategies.prepare_for_create(self.store, info, obj)
         if applied:
@@ -146,12 +150,11 @@ class ObjectApi:
         subresource: str = "",
     ) -> Outcome:
         """PUT of the object or of one of its subresources."""
-        obj = metadata.checked_body(info, namespace, body)
-        if obj["metadata"].get("name", name) != name:
-            raise errors.bad_request("the name of the object "
-                                     f"({obj['metadata'].get('name')}) does not match the name on the URL ({name})")
+        obj = _decoded(info, namespace, body)
+        metadata.check_name_matches(obj, name)
         obj["metadata"]["name"] = name
         existing = self._stored(info, namespace, name)
+        metadata.check_uid_precondition(info, existing, obj)
         metadata.check_resource_version(info, existing, obj["metadata"].get("resourceVersion"))
         return self._replace(info, existing, obj, opts, subresource, applied=False)
 
@@ -170,6 +173,7 @@ class ObjectApi:
         metadata.keep_server_fields(existing, new)
         metadata.check_no_new_finalizers(info, existing, new)
         warnings = strategies.prepare(info, new, opts)
+        _validate_meta(info, new)
         generation.carry_generation(info, existing, new)
         strategies.prepare_for_update(info, existing, new)
         if not applied:
@@ -208,8 +212,10 @@ class ObjectApi:
         if existing is None:
             raise errors.not_found(info.plural, info.group, name)
         patched = _patched(info, name, self.as_version(info, copy.deepcopy(existing)), content_type, patch)
-        metadata.check_resource_version(info, existing, (patched.get("metadata") or {}).get("resourceVersion"))
-        obj = metadata.checked_body(info, namespace, patched)
+        obj = _decoded_patch(info, namespace, patched)
+        metadata.check_name_matches(obj, name, required=True)
+        metadata.check_resource_version(info, existing, obj["metadata"].get("resourceVersion"))
+        metadata.check_uid_unchanged(info, existing, obj)
         return self._replace(info, existing, obj, opts, subresource, applied=False)
 
     def _apply(
@@ -228,9 +234,8 @@ class ObjectApi:
                                      "is required for apply patch")
         if not isinstance(patch, dict):
             raise errors.bad_request("an apply patch must be an object")
-        applied = metadata.checked_body(info, namespace, patch)
-        if applied["metadata"].get("name", name) != name:
-            raise errors.bad_request("the name of the object does not match the name on the URL")
+        applied = _decoded(info, namespace, patch)
+        metadata.check_name_matches(applied, name)
         applied["metadata"]["name"] = name
         if "status" in info.subresources and subresource != "status":
             applied.pop("status", None)
@@ -244,6 +249,7 @@ class ObjectApi:
         if existing is None:
             return self.create(info, namespace, result, opts, applied=True)
         metadata.check_resource_version(info, existing, applied["metadata"].get("resourceVersion"))
+        metadata.check_uid_unchanged(info, existing, applied)
         return self._replace(info, existing, result, opts, subresource, applied=True)
 
     # -- delete --------------------------------------------------------------------
@@ -303,6 +309,36 @@ class ObjectApi:
         self.registry.unregister_crd(str(obj["metadata"]["name"]))
 
 
+def _decoded(info: ResourceInfo, namespace: str, body: Any) -> dict[str, Any]:
+    """A POST, PUT or apply body checked as Go would decode it: 400 ``cannot be handled as`` otherwise."""
+    try:
+        return metadata.checked_body(info, namespace, body)
+    except typed.TypeMismatch as exc:
+        raise errors.undecodable(info.kind, info.version, str(exc)) from None
+
+
+MAX_SHOWN_PATCHED = 4096
+
+
+def _decoded_patch(info: ResourceInfo, namespace: str, patched: dict[str, Any]) -> dict[str, Any]:
+    """The object a patch produced, checked as Go would decode it: 422 on field ``patch`` otherwise."""
+    try:
+        return metadata.checked_body(info, namespace, patched)
+    except typed.TypeMismatch as exc:
+        shown = json.dumps(patched, separators=(",", ":"))
+        if len(shown) > MAX_SHOWN_PATCHED:
+            shown = shown[:MAX_SHOWN_PATCHED] + "..."
+        raise errors.invalid("", "", "", [{"reason": "FieldValueInvalid", "field": "patch",
+                                           "message": f"Invalid value: {json.dumps(shown)}: {exc}"}]) from None
+
+
+def _validate_meta(info: ResourceInfo, obj: dict[str, Any]) -> None:
+    """422 for labels and annotations apimachinery would refuse."""
+    causes = metavalidation.object_meta_causes(obj["metadata"])
+    if causes:
+        raise errors.invalid(info.kind, info.group, objects.name(obj), causes)
+
+
 def _written(info: ResourceInfo, existing: dict[str, Any], obj: dict[str, Any], subresource: str) -> dict[str, Any]:
     """The object a write to ``subresource`` stores: ``/status`` changes only status, the main resource
     (and ``/scale``) everything but status, ``/finalize`` only the spec."""
@@ -348,5 +384,8 @@ def _patched(info: ResourceInfo, name: str, current: dict[str, Any], content_typ
     except patching.PatchError as exc:
         raise errors.patch_rejected(str(exc)) from exc
     if not isinstance(patched, dict):
-        raise errors.bad_request("the patch did not produce an object")
+        raise errors.invalid("", "", "", [{"reason": "FieldValueInvalid", "field": "patch",
+                                           "message": f"Invalid value: {json.dumps(json.dumps(patched))}: json: "
+                                                      f"cannot unmarshal {typed.json_kind(patched)} into Go value "
+                                                      f"of type {info.kind}"}])
     return patched
