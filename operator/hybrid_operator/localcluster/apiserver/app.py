@@ -124,6 +124,7 @@ def build_app(api: ObjectApi, config: ServerConfig) -> web.Application:
         app.router.add_get(path, discovery.health)
     app.router.add_get("/api", discovery.core_root)
     app.router.add_get("/apis", discovery.groups_root)
+    app.router.add_get("/openapi/v2", discovery.openapi_v2)
     app.router.add_get("/openapi/v3", discovery.openapi_v3_index)
     app.router.add_get("/openapi/v3/{tail:.+}", discovery.openapi_v3_document)
     for method in RESOURCE_METHODS:

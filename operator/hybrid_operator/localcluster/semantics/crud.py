@@ -15,6 +15,7 @@ CustomResourceDefinitions.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import json
 from typing import Any
@@ -23,6 +24,7 @@ from hybrid_operator.localcluster import clock, errors, objects
 from hybrid_operator.localcluster.resources import CRDS_KEY, NAMESPACES_KEY, Registry, ResourceInfo
 from hybrid_operator.localcluster.semantics import (
     applying,
+    builtinschemas,
     crds,
     deletion,
     generation,
@@ -103,7 +105,7 @@ class ObjectApi:
         applied: bool = False,
     ) -> Outcome:
         """POST; ``applied`` when server-side apply made ``body`` (its managedFields are kept as they are)."""
-        obj = _decoded(info, namespace, body)
+        obj, decode_warnings = _decoded(info, namespace, body, opts, required=True)
         managed = obj["metadata"].get("managedFields") if applied else None
         name = metadata.name_for_create(
             info, obj["metadata"], lambda taken: self.store.peek(info.storage_key, namespace, taken) is not None)
@@ -115,7 +117,7 @@ class ObjectApi:
         metadata.drop_server_fields(obj)
         if "status" in info.subresources and info.custom:
             obj.pop("status", None)
-        warnings = strategies.prepare(info, obj, opts)
+        warnings = decode_warnings + strategies.prepare(info, obj, opts)
         _validate_meta(info, obj)
         metadata.stamp_created(info, obj)
         strategies.prepare_for_create(self.store, info, obj)
@@ -150,13 +152,13 @@ class ObjectApi:
         subresource: str = "",
     ) -> Outcome:
         """PUT of the object or of one of its subresources."""
-        obj = _decoded(info, namespace, body)
+        obj, decode_warnings = _decoded(info, namespace, body, opts, required=not subresource)
         metadata.check_name_matches(obj, name)
         obj["metadata"]["name"] = name
         existing = self._stored(info, namespace, name)
         metadata.check_uid_precondition(info, existing, obj)
         metadata.check_resource_version(info, existing, obj["metadata"].get("resourceVersion"))
-        return self._replace(info, existing, obj, opts, subresource, applied=False)
+        return self._replace(info, existing, obj, opts, subresource, applied=False, warnings=decode_warnings)
 
     def _replace(
         self,
@@ -167,12 +169,13 @@ class ObjectApi:
         subresource: str,
         *,
         applied: bool,
+        warnings: builtins.list[str] | None = None,
     ) -> Outcome:
         """Common tail of PUT and PATCH: merge with the stored object's server fields and store."""
         new = _written(info, existing, obj, subresource)
         metadata.keep_server_fields(existing, new)
         metadata.check_no_new_finalizers(info, existing, new)
-        warnings = strategies.prepare(info, new, opts)
+        warnings = (warnings or []) + strategies.prepare(info, new, opts)
         _validate_meta(info, new)
         generation.carry_generation(info, existing, new)
         strategies.prepare_for_update(info, existing, new)
@@ -212,11 +215,11 @@ class ObjectApi:
         if existing is None:
             raise errors.not_found(info.plural, info.group, name)
         patched = _patched(info, name, self.as_version(info, copy.deepcopy(existing)), content_type, patch)
-        obj = _decoded_patch(info, namespace, patched)
+        obj, decode_warnings = _decoded_patch(info, namespace, patched, opts, required=not subresource)
         metadata.check_name_matches(obj, name, required=True)
         metadata.check_resource_version(info, existing, obj["metadata"].get("resourceVersion"))
         metadata.check_uid_unchanged(info, existing, obj)
-        return self._replace(info, existing, obj, opts, subresource, applied=False)
+        return self._replace(info, existing, obj, opts, subresource, applied=False, warnings=decode_warnings)
 
     def _apply(
         self,
@@ -234,7 +237,7 @@ class ObjectApi:
                                      "is required for apply patch")
         if not isinstance(patch, dict):
             raise errors.bad_request("an apply patch must be an object")
-        applied = _decoded(info, namespace, patch)
+        applied, decode_warnings = _decoded(info, namespace, patch, opts, required=False)
         metadata.check_name_matches(applied, name)
         applied["metadata"]["name"] = name
         if "status" in info.subresources and subresource != "status":
@@ -250,7 +253,7 @@ class ObjectApi:
             return self.create(info, namespace, result, opts, applied=True)
         metadata.check_resource_version(info, existing, applied["metadata"].get("resourceVersion"))
         metadata.check_uid_unchanged(info, existing, applied)
-        return self._replace(info, existing, result, opts, subresource, applied=True)
+        return self._replace(info, existing, result, opts, subresource, applied=True, warnings=decode_warnings)
 
     # -- delete --------------------------------------------------------------------
 
@@ -309,10 +312,16 @@ class ObjectApi:
         self.registry.unregister_crd(str(obj["metadata"]["name"]))
 
 
-def _decoded(info: ResourceInfo, namespace: str, body: Any) -> dict[str, Any]:
-    """A POST, PUT or apply body checked as Go would decode it: 400 ``cannot be handled as`` otherwise."""
+def _decoded(info: ResourceInfo, namespace: str, body: Any, opts: WriteOptions, *,
+             required: bool) -> tuple[dict[str, Any], list[str]]:
+    """A POST, PUT or apply body decoded as into the kind's Go struct: 400 ``cannot be handled as`` otherwise.
+
+    Returns the object (unknown fields of built-in kinds dropped) and the warnings for them
+    (``fieldValidation=Warn``); ``required``: absent required fields are a 422.
+    """
     try:
-        return metadata.checked_body(info, namespace, body)
+        obj = metadata.checked_body(info, namespace, body)
+        return obj, _typed_fields(info, obj, opts, required=required)
     except typed.TypeMismatch as exc:
         raise errors.undecodable(info.kind, info.version, str(exc)) from None
 
@@ -320,16 +329,34 @@ def _decoded(info: ResourceInfo, namespace: str, body: Any) -> dict[str, Any]:
 MAX_SHOWN_PATCHED = 4096
 
 
-def _decoded_patch(info: ResourceInfo, namespace: str, patched: dict[str, Any]) -> dict[str, Any]:
-    """The object a patch produced, checked as Go would decode it: 422 on field ``patch`` otherwise."""
+def _decoded_patch(info: ResourceInfo, namespace: str, patched: dict[str, Any], opts: WriteOptions, *,
+                   required: bool) -> tuple[dict[str, Any], list[str]]:
+    """The object a patch produced, decoded as :func:`_decoded` does, but a failure is 422 on field ``patch``."""
     try:
-        return metadata.checked_body(info, namespace, patched)
+        obj = metadata.checked_body(info, namespace, patched)
+        return obj, _typed_fields(info, obj, opts, required=required)
     except typed.TypeMismatch as exc:
         shown = json.dumps(patched, separators=(",", ":"))
         if len(shown) > MAX_SHOWN_PATCHED:
             shown = shown[:MAX_SHOWN_PATCHED] + "..."
         raise errors.invalid("", "", "", [{"reason": "FieldValueInvalid", "field": "patch",
                                            "message": f"Invalid value: {json.dumps(shown)}: {exc}"}]) from None
+
+
+def _typed_fields(info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions, *, required: bool) -> list[str]:
+    """Built-in kinds against their schema: types, unknown fields (per ``fieldValidation``), required fields."""
+    if info.custom:
+        return []
+    report = builtinschemas.check(obj, info.group, info.version, info.kind)
+    if report is None:
+        return []
+    unknown = [f'unknown field "{path}"' for path in report.unknown]
+    if unknown and opts.field_validation == "Strict":
+        raise typed.TypeMismatch("strict decoding error: " + ", ".join(unknown))
+    if required and report.missing:
+        raise errors.invalid(info.kind, info.group, objects.name(obj), [
+            {"reason": "FieldValueRequired", "field": path, "message": "Required value"} for path in report.missing])
+    return unknown if opts.field_validation == "Warn" else []
 
 
 def _validate_meta(info: ResourceInfo, obj: dict[str, Any]) -> None:
