@@ -28,6 +28,7 @@ from hybrid_operator.localcluster.semantics import (
     crds,
     deletion,
     generation,
+    immutability,
     listing,
     managedfields,
     metadata,
@@ -177,6 +178,10 @@ class ObjectApi:
         metadata.check_no_new_finalizers(info, existing, new)
         warnings = (warnings or []) + strategies.prepare(info, new, opts)
         _validate_meta(info, new)
+        if not info.custom and subresource in ("", "scale"):
+            changed = immutability.update_causes(info.group, info.kind, existing, new)
+            if changed:
+                raise errors.invalid(info.kind, info.group, objects.name(existing), changed)
         generation.carry_generation(info, existing, new)
         strategies.prepare_for_update(info, existing, new)
         if not applied:
