@@ -61,8 +61,20 @@ async def group_resources(request: web.Request) -> web.StreamResponse:
     return await dispatch(request, resolve(api_of(request).registry, group, version, tail.split("/")))
 
 
+NO_CONTAINERS = {
+    "exec": "exec is not available", "attach": "attach is not available",
+    "portforward": "port-forward is not available", "log": "logs are not available",
+    "proxy": "proxying to pods and services is not available",
+    "ephemeralcontainers": "ephemeral containers are not available", "eviction": "evictions are not available",
+}
+
+
 async def dispatch(request: web.Request, target: Target) -> web.StreamResponse:
     _audit(request, target)
+    if target.subresource in NO_CONTAINERS and target.subresource not in target.info.subresources:
+        api_of(request).get(target.info, target.namespace or "", target.name)  # 404 for a missing object
+        raise errors.bad_request(f"this embedded cluster runs no containers: {NO_CONTAINERS[target.subresource]} "
+                                 f"({target.info.plural}/{target.subresource} of {target.name!r})")
     if request.method == "GET":
         return await _read(request, target)
     opts = decoding.write_options(request)
