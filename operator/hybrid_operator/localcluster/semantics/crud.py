@@ -34,6 +34,7 @@ from hybrid_operator.localcluster.semantics import (
     metadata,
     metavalidation,
     patching,
+    schema,
     strategies,
     typed,
 )
@@ -80,7 +81,8 @@ class ObjectApi:
                 "items": [self.as_version(info, obj, share=True) for obj in items]}
 
     def as_version(self, info: ResourceInfo, obj: dict[str, Any], share: bool = False) -> dict[str, Any]:
-        """The stored object as seen through ``info``'s group/version."""
+        """The stored object as seen through ``info``'s group/version (and its current schema)."""
+        obj = _pruned(info, obj)
         if obj.get("apiVersion") == info.group_version:
             return obj
         converted = dict(obj) if share else obj
@@ -92,7 +94,7 @@ class ObjectApi:
         obj = self.store.get(info.storage_key, namespace, name)
         if obj is None:
             raise errors.not_found(info.plural, info.group, name)
-        return obj
+        return _pruned(info, obj)
 
     # -- create --------------------------------------------------------------------
 
@@ -215,6 +217,8 @@ class ObjectApi:
         if content_type == PATCH_STRATEGIC and info.custom:
             raise errors.unsupported_media_type(content_type, [PATCH_JSON, PATCH_MERGE, PATCH_APPLY])
         existing = self.store.get(info.storage_key, namespace, name)
+        if existing is not None:
+            existing = _pruned(info, existing)
         if content_type == PATCH_APPLY:
             return self._apply(info, namespace, name, existing, patch, opts, subresource)
         if existing is None:
@@ -315,6 +319,18 @@ class ObjectApi:
             for cr in list(self.store.list(served.storage_key)):
                 self.store.remove(served.storage_key, copy.deepcopy(cr))
         self.registry.unregister_crd(str(obj["metadata"]["name"]))
+
+
+def _pruned(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
+    """A custom resource as its CRD's *current* schema sees it: fields the schema no longer declares are
+    gone (kube-apiserver prunes what it reads, so a schema change never breaks existing objects).
+
+    Built-in objects, and custom resources without a schema, come back as they are (not copied).
+    """
+    if not info.custom or info.schema is None or info.schema.get(schema.PRESERVE_UNKNOWN) is True:
+        return obj
+    pruned: dict[str, Any] = schema.prune(obj, info.schema)
+    return pruned
 
 
 def _decoded(info: ResourceInfo, namespace: str, body: Any, opts: WriteOptions, *,
