@@ -178,7 +178,7 @@ class ObjectApi:
         new = _written(info, existing, obj, subresource)
         metadata.keep_server_fields(existing, new)
         metadata.check_no_new_finalizers(info, existing, new)
-        warnings = (warnings or []) + strategies.prepare(info, new, opts)
+        warnings = (warnings or []) + strategies.prepare(info, new, opts, old=existing)
         _validate_meta(info, new)
         if not info.custom and subresource in ("", "scale"):
             changed = immutability.update_causes(info.group, info.kind, existing, new)

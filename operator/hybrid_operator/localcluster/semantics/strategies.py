@@ -16,15 +16,17 @@ from typing import Any
 
 from hybrid_operator.localcluster import errors, objects
 from hybrid_operator.localcluster.resources import CRDS_KEY, NAMESPACES_KEY, SERVICES_KEY, ResourceInfo
-from hybrid_operator.localcluster.semantics import crds, defaulting, schema
+from hybrid_operator.localcluster.semantics import celrules, crds, defaulting, schema
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
 from hybrid_operator.localcluster.storage.store import Store
 
 
-def prepare(info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions) -> list[str]:
-    """Schema pruning/defaulting/validation or built-in defaulting, in place; returns warnings."""
+def prepare(info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions,
+            old: dict[str, Any] | None = None) -> list[str]:
+    """Schema pruning/defaulting/validation (and CEL rules, ``old`` for transition rules) or built-in
+    defaulting, in place; returns warnings."""
     if info.custom and info.schema is not None:
-        return _prepare_custom(info, info.schema, obj, opts)
+        return _prepare_custom(info, info.schema, obj, opts, old)
     if not info.custom:
         _replace_content(obj, defaulting.default_builtin(obj))
         if info.kind == crds.KIND:
@@ -33,7 +35,7 @@ def prepare(info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions) -> list
 
 
 def _prepare_custom(info: ResourceInfo, structural: dict[str, Any], obj: dict[str, Any],
-                    opts: WriteOptions) -> list[str]:
+                    opts: WriteOptions, old: dict[str, Any] | None) -> list[str]:
     warnings: list[str] = []
     unknown = schema.unknown_fields(obj, structural)
     if unknown and opts.field_validation == "Strict":
@@ -44,6 +46,8 @@ def _prepare_custom(info: ResourceInfo, structural: dict[str, Any], obj: dict[st
     if unknown and opts.field_validation == "Warn":
         warnings.extend(f'unknown field "{path}"' for path in unknown)
     prepared, causes = schema.prepare(obj, structural)
+    if not causes and celrules.has_rules(structural):
+        causes = celrules.validate(structural, prepared, old)
     if causes:
         raise errors.invalid(info.kind, info.group, objects.name(obj), causes)
     _replace_content(obj, prepared)
