@@ -47,24 +47,28 @@ def _convert(node: Any, top: bool = False) -> Any:
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key == "$ref" and isinstance(value, str):
-            out[key] = PREFIX + value.rsplit("/", 1)[-1]
-        elif key == "type" and isinstance(value, list):
-            types = [t for t in value if t != "null"]
-            out[key] = types[0] if len(types) == 1 else types
-        elif key == "additionalProperties" and value is False:
+        if key == "additionalProperties" and value is False:
             continue
-        elif key == "properties" and isinstance(value, dict):
-            out[key] = {name: _convert(sub) for name, sub in value.items()}
-            if top:  # upstream has no enums on apiVersion and kind
-                for name in ("apiVersion", "kind"):
-                    if isinstance(out[key].get(name), dict):
-                        out[key][name].pop("enum", None)
-        else:
-            out[key] = _convert(value)
+        out[key] = _convert_member(key, value, top)
     if "$ref" in out and len(out) > 1:
         out["allOf"] = [{"$ref": out.pop("$ref")}]
     return out
+
+
+def _convert_member(key: str, value: Any, top: bool) -> Any:
+    if key == "$ref" and isinstance(value, str):
+        return PREFIX + value.rsplit("/", 1)[-1]
+    if key == "type" and isinstance(value, list):
+        types = [t for t in value if t != "null"]
+        return types[0] if len(types) == 1 else types
+    if key == "properties" and isinstance(value, dict):
+        properties = {name: _convert(sub) for name, sub in value.items()}
+        if top:  # upstream has no enums on apiVersion and kind
+            for name in ("apiVersion", "kind"):
+                if isinstance(properties.get(name), dict):
+                    properties[name].pop("enum", None)
+        return properties
+    return _convert(value)
 
 
 @functools.cache
