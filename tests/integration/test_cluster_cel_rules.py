@@ -81,3 +81,15 @@ def test_transition_rule_runs_on_update_only(crd_cluster: Cluster) -> None:
                                               {"spec": {"maxReplicas": 4}})
     finally:
         api.close()
+
+
+def test_crd_with_a_rule_that_does_not_compile_is_refused(crd_cluster: Cluster) -> None:
+    broken = json.loads(json.dumps(CRD))
+    broken["metadata"]["name"] = "brokens.db.example.com"
+    broken["spec"]["names"] = {"plural": "brokens", "singular": "broken", "kind": "Broken"}
+    broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "x-kubernetes-validations"] = [{"rule": "self.("}]
+    result = crd_cluster.kubectl("apply", "-f", "-", check=False, input_text=json.dumps(broken))
+    assert result.returncode != 0
+    assert ("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: "
+            'Invalid value: "self.(": compilation failed') in result.stderr, result.stderr

@@ -9,7 +9,8 @@ correlate by key).  A failing rule is a 422 cause on the node's path with the
 rule's ``message`` (or ``messageExpression``'s string, or ``failed rule:
 <rule>``), its ``reason`` and ``fieldPath`` if given.  Unchanged values are not
 re-validated (kube's validation ratcheting), so tightening a rule never breaks
-an object nobody touches.
+an object nobody touches.  A CRD whose rules do not compile is refused when it
+is written (:func:`compile_causes`).
 
 The engine is ``cel-expr-python`` (Google's cel-cpp; the same maintainers as
 cel-go, so heterogeneous numbers, overflow errors, optionals and the strings
@@ -43,7 +44,7 @@ def has_rules(schema: Any) -> bool:
     """Whether any node of ``schema`` carries validation rules (one pass over it, remembered per schema)."""
     known = _has_rules.get(id(schema))
     if known is None or known[0] is not schema:
-        if len(_has_rules) > 1024:
+        if len(_has_rules) > 256:
             _has_rules.clear()
         known = (schema, bool(schema) and VALIDATIONS in json.dumps(schema))
         _has_rules[id(schema)] = known
@@ -197,4 +198,24 @@ def validate(schema: Schema, obj: dict[str, Any], old: dict[str, Any] | None) ->
     for key, sub in properties.items():
         if key in obj and key != "metadata" and isinstance(sub, dict):
             _walk(sub, obj[key], (old or {}).get(key, _ABSENT), key, causes)
+    return causes
+
+
+def compile_causes(schema: Schema, path: str) -> list[Cause]:
+    """A 422 cause for every rule of ``schema`` (a CRD version's ``openAPIV3Schema`` at ``path``) that does
+    not compile, as kube-apiserver refuses such a CRD."""
+    causes: list[Cause] = []
+    for index, rule in enumerate(schema.get(VALIDATIONS) or []):
+        if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
+            continue
+        compiled = _compile(rule["rule"], str(rule.get("messageExpression") or ""))
+        if isinstance(compiled, str):
+            causes.append({"reason": "FieldValueInvalid", "field": f"{path}.{VALIDATIONS}[{index}].rule",
+                           "message": f"Invalid value: {json.dumps(rule['rule'])}: compilation failed: {compiled}"})
+    for key, sub in (schema.get("properties") or {}).items():
+        if isinstance(sub, dict):
+            causes.extend(compile_causes(sub, f"{path}.properties[{key}]"))
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            causes.extend(compile_causes(schema[key], f"{path}.{key}"))
     return causes
