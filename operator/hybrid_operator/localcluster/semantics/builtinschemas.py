@@ -16,7 +16,10 @@ A check does what decoding a JSON body into the kind's Go struct does:
 * fields the struct does not have are dropped, and reported so that
   ``fieldValidation=Strict`` can refuse them and ``Warn`` can warn;
 * required fields (the ``required`` lists of the definitions) that are
-  absent are reported for a 422 ``Required value``.
+  absent are reported for a 422 ``Required value``;
+* ``null`` fields are dropped (a nil pointer, slice or map, omitted when
+  encoded again) and ``null`` list or map elements become Go's zero value
+  (``labels: {a: null}`` is ``a: ""``), as the typed decoding leaves them.
 
 The same definitions, converted to OpenAPI v3 (``#/components/schemas``,
 no ``null`` in types, IntOrString as ``int-or-string``), are what
@@ -25,6 +28,7 @@ no ``null`` in types, IntOrString as ``int-or-string``), are what
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import json
@@ -82,6 +86,11 @@ def _by_kind() -> dict[tuple[str, str, str], str]:
 
 def definition_for(group: str, version: str, kind: str) -> str | None:
     return _by_kind().get((group, version, kind))
+
+
+def covers(group: str, version: str, kind: str) -> bool:
+    """Whether built-in kind ``group/version, kind`` has a schema here (so :func:`check` normalizes it)."""
+    return definition_for(group, version, kind) is not None
 
 
 def check(obj: dict[str, Any], group: str, version: str, kind: str) -> Report | None:
@@ -183,9 +192,10 @@ def _node(schema: dict[str, Any], owner: str) -> Checker:
     if isinstance(schema.get("properties"), dict):
         return _struct(schema, owner)
     if types is not None and "array" in types and isinstance(schema.get("items"), dict):
-        return _array(_node(schema["items"], owner), owner, go_type(schema))
+        return _array(_node(schema["items"], owner), owner, go_type(schema), zero_value(schema["items"]))
     if types is not None and "object" in types and isinstance(schema.get("additionalProperties"), dict):
-        return _map(_node(schema["additionalProperties"], owner), owner, go_type(schema))
+        additional = schema["additionalProperties"]
+        return _map(_node(additional, owner), owner, go_type(schema), zero_value(additional))
     if types is None:
         return _anything
     return _scalar(types, owner, go_type(schema))
@@ -220,24 +230,44 @@ def _scalar(types: frozenset[str], owner: str, expected: str) -> Checker:
     return check_scalar
 
 
-def _array(item: Checker, owner: str, expected: str) -> Checker:
+def zero_value(schema: dict[str, Any]) -> Any:
+    """What Go decodes ``null`` into for an element of this type (``""``, ``0``, ``false``, ``{}``).
+
+    None for pointers Go keeps as nil (IntOrString, Quantity, raw JSON): those stay ``null``.
+    """
+    if isinstance(schema.get("$ref"), str):
+        target = definitions().get(schema["$ref"].rsplit("/", 1)[-1], {})
+        return {} if "properties" in target else zero_value(target) if "oneOf" not in target else None
+    types = _types(schema) or frozenset()
+    zeros: tuple[tuple[str, Any], ...] = (("string", ""), ("integer", 0), ("number", 0), ("boolean", False))
+    for name, zero in zeros:
+        if name in types:
+            return zero
+    return None
+
+
+def _array(item: Checker, owner: str, expected: str, zero: Any = None) -> Checker:
     def check_array(value: Any, path: str, go_path: str, report: Report) -> None:
         if value is None:
             return
         if not isinstance(value, list):
             raise _mismatch(value, owner, go_path, expected)
         for index, element in enumerate(value):
+            if element is None and zero is not None:
+                value[index] = element = copy.deepcopy(zero)
             item(element, f"{path}[{index}]", go_path, report)
     return check_array
 
 
-def _map(item: Checker, owner: str, expected: str) -> Checker:
+def _map(item: Checker, owner: str, expected: str, zero: Any = None) -> Checker:
     def check_map(value: Any, path: str, go_path: str, report: Report) -> None:
         if value is None:
             return
         if not isinstance(value, dict):
             raise _mismatch(value, owner, go_path, expected)
         for key, element in value.items():
+            if element is None and zero is not None:
+                value[key] = element = copy.deepcopy(zero)
             item(element, f"{path}[{key}]", go_path, report)
     return check_map
 
@@ -256,6 +286,9 @@ def _struct(schema: dict[str, Any], owner: str) -> Checker:
         for key in list(value):
             sub_path = f"{path}.{key}" if path else key
             checker = properties.get(key)
+            if value[key] is None and (checker is not None or path):  # Go: nil, omitted when encoded again
+                del value[key]
+                continue
             if checker is None:
                 if not (path == "" and key in root_fields):
                     report.unknown.append(sub_path)

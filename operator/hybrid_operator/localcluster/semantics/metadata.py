@@ -21,7 +21,7 @@ from typing import Any
 
 from hybrid_operator.localcluster import clock, errors
 from hybrid_operator.localcluster.resources import ResourceInfo
-from hybrid_operator.localcluster.semantics import normalizing, typed
+from hybrid_operator.localcluster.semantics import builtinschemas, normalizing, typed
 
 NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -43,7 +43,8 @@ def checked_body(info: ResourceInfo, namespace: str, body: Any) -> dict[str, Any
     typed.check(body, info.kind, info.group_version)
     obj = copy.deepcopy(body)
     _set_type_meta(info, obj)
-    normalizing.normalize(obj, builtin=not info.custom)
+    normalizing.normalize(obj, builtin=not info.custom and not builtinschemas.covers(info.group, info.version,
+                                                                                      info.kind))
     if obj.get("metadata") is None:
         obj["metadata"] = {}
     _set_namespace(info, namespace, obj["metadata"])

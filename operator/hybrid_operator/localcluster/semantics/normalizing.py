@@ -10,8 +10,8 @@ schema says ``nullable`` (see :mod:`.schema`), but their ``metadata`` is an
 ObjectMeta like any other, so it is normalized for every kind.
 
 A ``null`` inside a list, or a ``null`` value of a string map (labels, data),
-is left alone here: Go makes those zero values, which the schema walk in
-:mod:`.builtinschemas` knows how to spell.
+becomes Go's zero value (``""``) instead: the schema walk in
+:mod:`.builtinschemas` knows which is which, and does it for built-in kinds.
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ def drop_null_fields(value: Any) -> Any:
 
 
 def normalize(obj: dict[str, Any], *, builtin: bool) -> None:
-    """In place: the whole object of a built-in kind, the ``metadata`` of any kind."""
+    """In place: the whole object of a built-in kind without a schema here, the ``metadata`` of any kind.
+
+    Built-in kinds with a schema are normalized by the schema walk instead (it knows maps from structs).
+    """
     if builtin:
         normalized = drop_null_fields(obj)
         obj.clear()
