@@ -24,7 +24,7 @@ import yaml
 from aiohttp import web
 
 from hybrid_operator.localcluster import files, tls
-from hybrid_operator.localcluster.apiserver import app
+from hybrid_operator.localcluster.apiserver import app, decoding
 from hybrid_operator.localcluster.apiserver.audit import AuditLog
 from hybrid_operator.localcluster.apiserver.context import ServerConfig
 from hybrid_operator.localcluster.controllers.manager import ControllerManager
@@ -145,6 +145,7 @@ class ClusterServer:
             await self._controllers.stop()
         if self._runner is not None:
             await self._runner.cleanup()
+        decoding.stop_yaml_worker()
         if self._audit is not None:
             self._audit.close()
         self.store.close()

@@ -11,7 +11,11 @@ malformed part becomes the 400 or 415 kube-apiserver would answer.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import yaml
@@ -29,6 +33,7 @@ YAML = "application/yaml"
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 BODY_TYPES = (JSON, YAML, PROTOBUF)
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes
+YAML_INLINE_BYTES = 64 * 1024  # larger YAML bodies are parsed in a worker process
 MAX_DEPTH = 128  # nesting of objects and lists in a body (deeper ones would exhaust Python's stack)
 TRUE_WORDS = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 FALSE_WORDS = frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -114,9 +119,49 @@ async def body(request: web.Request, allowed: tuple[str, ...]) -> Any:
     if media == PROTOBUF:
         return protobuf.decode(raw)
     text = raw.decode("utf-8", errors="replace")
-    decoded = _yaml(text) if media in (YAML, PATCH_APPLY) else parse_json(text)
+    if media in (YAML, PATCH_APPLY):
+        decoded = await _yaml_elsewhere(text) if len(raw) > YAML_INLINE_BYTES else _yaml(text)
+    else:
+        decoded = parse_json(text)
     check_depth(decoded)
     return decoded
+
+
+class _YamlWorker:
+    """One worker process for large YAML bodies, started on first use, stopped with the server.
+
+    PyYAML needs seconds for a body of a few MiB and holds the GIL meanwhile
+    (a thread would not help): in a separate process the event loop keeps
+    serving everyone else.  forkserver: the worker is no copy of the server's threads.
+    """
+
+    pool: ProcessPoolExecutor | None = None
+
+    @classmethod
+    async def parse(cls, text: str) -> Any:
+        if cls.pool is None:
+            cls.pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("forkserver"))
+        try:
+            return await asyncio.get_running_loop().run_in_executor(cls.pool, _yaml, text)
+        except BrokenProcessPool:
+            cls.pool = None
+            raise errors.bad_request("error decoding YAML: the YAML decoder stopped") from None
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.pool is not None:
+            cls.pool.shutdown(wait=False, cancel_futures=True)
+            cls.pool = None
+
+
+async def _yaml_elsewhere(text: str) -> Any:
+    """A large YAML body, parsed in the worker process (see :class:`_YamlWorker`)."""
+    return await _YamlWorker.parse(text)
+
+
+def stop_yaml_worker() -> None:
+    """Stop the YAML worker process, if one was started."""
+    _YamlWorker.stop()
 
 
 def _yaml(text: str) -> Any:

@@ -5,10 +5,13 @@ decoding it, so timestamps stay strings, keys become strings and NaN or
 infinity cannot appear.  PyYAML would also happily build a "billion laughs"
 document: a few kilobytes of nested anchors whose aliases expand to millions
 of nodes (the graph is shared in memory, but storing it as JSON expands it).
-So the composer counts as it goes, before anything is constructed: more than
-:data:`MAX_ALIASES` aliases, a recursive alias, or aliases that would make the
-document larger than :data:`MAX_EXPANDED_NODES` (or twice its literal size,
-whichever is larger) stop the decoding with :class:`ExcessiveAliasing`.
+So the parser's event stream is counted first, before any node is composed:
+more than :data:`MAX_ALIASES` aliases, a recursive alias, or aliases that
+would make the document larger than :data:`MAX_EXPANDED_NODES` (or twice its
+literal size, whichever is larger) stop the decoding with
+:class:`ExcessiveAliasing`.  libyaml's parser is used when PyYAML has it (a
+3 MiB YAML body takes seconds even so, which is why the HTTP layer decodes large
+YAML bodies in a worker process).
 """
 
 from __future__ import annotations
@@ -26,43 +29,11 @@ class ExcessiveAliasing(yaml.YAMLError):
     """The document uses too many aliases, or aliases that expand too far."""
 
 
-class BodyLoader(yaml.SafeLoader):
-    """``SafeLoader`` that bounds alias expansion while composing and builds JSON-compatible values."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._aliases = 0
-        self._literal = 0
-        self._sizes: dict[int, int] = {}  # id(node) -> nodes it stands for once aliases are expanded
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_ALIASES:
-                raise ExcessiveAliasing(f"yaml: document contains excessive aliasing (more than {MAX_ALIASES} "
-                                        "aliases)")
-            node = super().compose_node(parent, index)
-            if id(node) not in self._sizes:
-                raise ExcessiveAliasing("yaml: document contains a recursive alias")
-            return node
-        node = super().compose_node(parent, index)
-        if node is None:
-            return None
-        self._literal += 1
-        size = 1 + sum(self._sizes.get(id(child), 1) for child in _children(node))
-        if size > max(MAX_EXPANDED_NODES, 2 * self._literal):
-            raise ExcessiveAliasing("yaml: document contains excessive aliasing (its aliases expand to more than "
-                                    f"{max(MAX_EXPANDED_NODES, 2 * self._literal)} nodes)")
-        self._sizes[id(node)] = size
-        return node
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it
 
 
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [item for pair in node.value for item in pair]
-    return []
+class BodyLoader(_Loader):  # type: ignore[misc,valid-type]
+    """The safe loader (libyaml's parser when available) building JSON-compatible values."""
 
 
 def _as_text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
@@ -73,9 +44,51 @@ def _as_text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
 BodyLoader.add_constructor("tag:yaml.org,2002:timestamp", _as_text)
 BodyLoader.add_constructor("tag:yaml.org,2002:binary", _as_text)
 
+_OPENS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSES = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def check_aliases(text: str) -> None:
+    """Refuse excessive aliasing from the event stream alone, before any node or value is built.
+
+    Each anchored node's size (nodes, aliases expanded) is known when it closes;
+    an alias adds its anchor's size.  An alias to an anchor still open (or never
+    defined) is recursive.
+    """
+    aliases = literal = expanded = 0
+    sizes: dict[str, int] = {}
+    stack: list[list[Any]] = [[0, None]]  # [size so far, anchor] of each open collection
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise ExcessiveAliasing(f"yaml: document contains excessive aliasing (more than {MAX_ALIASES} "
+                                        "aliases)")
+            if event.anchor not in sizes:
+                raise ExcessiveAliasing("yaml: document contains a recursive or undefined alias")
+            stack[-1][0] += sizes[event.anchor]
+            expanded += sizes[event.anchor]
+            if expanded > max(MAX_EXPANDED_NODES, 2 * literal):
+                raise ExcessiveAliasing("yaml: document contains excessive aliasing (its aliases expand to more "
+                                        f"than {max(MAX_EXPANDED_NODES, 2 * literal)} nodes)")
+        elif isinstance(event, yaml.ScalarEvent):
+            literal += 1
+            stack[-1][0] += 1
+            if event.anchor is not None:
+                sizes[event.anchor] = 1
+        elif isinstance(event, _OPENS):
+            literal += 1
+            stack.append([1, event.anchor])
+        elif isinstance(event, _CLOSES) and len(stack) > 1:
+            size, anchor = stack.pop()
+            stack[-1][0] += size
+            if anchor is not None:
+                sizes[anchor] = size
+
 
 def load(text: str) -> Any:
     """The JSON value of one YAML document; raises ``yaml.YAMLError`` (or :class:`ExcessiveAliasing`)."""
+    check_aliases(text)
     loader = BodyLoader(text)
     try:
         return _jsonable(loader.get_single_data())
