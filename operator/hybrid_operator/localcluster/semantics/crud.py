@@ -57,8 +57,12 @@ class ObjectApi:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
         self.registry = registry
+        # Per custom resource storage key: the resourceVersion of its CRD's last write. Objects written
+        # after it were pruned against the current schema already; older ones are pruned when read.
+        self._schema_rv: dict[str, int] = {}
         for crd in list(store.list(CRDS_KEY)):
             registry.register_crd(crd)
+            self._note_schema(crd)
 
     # -- reads ---------------------------------------------------------------------
 
@@ -82,7 +86,7 @@ class ObjectApi:
 
     def as_version(self, info: ResourceInfo, obj: dict[str, Any], share: bool = False) -> dict[str, Any]:
         """The stored object as seen through ``info``'s group/version (and its current schema)."""
-        obj = _pruned(info, obj)
+        obj = self._pruned(info, obj)
         if obj.get("apiVersion") == info.group_version:
             return obj
         converted = dict(obj) if share else obj
@@ -94,7 +98,7 @@ class ObjectApi:
         obj = self.store.get(info.storage_key, namespace, name)
         if obj is None:
             raise errors.not_found(info.plural, info.group, name)
-        return _pruned(info, obj)
+        return self._pruned(info, obj)
 
     # -- create --------------------------------------------------------------------
 
@@ -218,7 +222,7 @@ class ObjectApi:
             raise errors.unsupported_media_type(content_type, [PATCH_JSON, PATCH_MERGE, PATCH_APPLY])
         existing = self.store.get(info.storage_key, namespace, name)
         if existing is not None:
-            existing = _pruned(info, existing)
+            existing = self._pruned(info, existing)
         if content_type == PATCH_APPLY:
             return self._apply(info, namespace, name, existing, patch, opts, subresource)
         if existing is None:
@@ -309,6 +313,26 @@ class ObjectApi:
         self.store.write(info.storage_key, obj, old)
         if info.storage_key == CRDS_KEY:
             self.registry.register_crd(obj)
+            self._note_schema(obj)
+
+    def _note_schema(self, crd: dict[str, Any]) -> None:
+        for served in crds.served(self.registry, crd):
+            self._schema_rv[served.storage_key] = int(crd["metadata"].get("resourceVersion") or 0)
+
+    def _pruned(self, info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
+        """A custom resource as its CRD's *current* schema sees it: fields the schema no longer declares are
+        gone (kube-apiserver prunes what it reads, so a schema change never breaks existing objects).
+
+        Only objects stored before the CRD's last change can need it; the others, built-in objects and
+        custom resources without a schema come back as they are (not copied).
+        """
+        if not info.custom or info.schema is None or info.schema.get(schema.PRESERVE_UNKNOWN) is True:
+            return obj
+        written = str(objects.meta(obj).get("resourceVersion") or "0")
+        if written.isdigit() and int(written) > self._schema_rv.get(info.storage_key, 0):
+            return obj
+        pruned: dict[str, Any] = schema.prune(obj, info.schema)
+        return pruned
 
     def _remove(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
         """Remove ``obj``; a CustomResourceDefinition takes its custom resources and their routes along."""
@@ -319,18 +343,6 @@ class ObjectApi:
             for cr in list(self.store.list(served.storage_key)):
                 self.store.remove(served.storage_key, copy.deepcopy(cr))
         self.registry.unregister_crd(str(obj["metadata"]["name"]))
-
-
-def _pruned(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
-    """A custom resource as its CRD's *current* schema sees it: fields the schema no longer declares are
-    gone (kube-apiserver prunes what it reads, so a schema change never breaks existing objects).
-
-    Built-in objects, and custom resources without a schema, come back as they are (not copied).
-    """
-    if not info.custom or info.schema is None or info.schema.get(schema.PRESERVE_UNKNOWN) is True:
-        return obj
-    pruned: dict[str, Any] = schema.prune(obj, info.schema)
-    return pruned
 
 
 def _decoded(info: ResourceInfo, namespace: str, body: Any, opts: WriteOptions, *,
