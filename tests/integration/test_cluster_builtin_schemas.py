@@ -97,3 +97,21 @@ def test_explicit_nulls_are_dropped_so_reapplying_is_no_change(shared_cluster: C
     assert put.json()["metadata"]["generation"] == first
     shared_cluster.kubectl("apply", "-f", "-", input_text=json.dumps(manifest))
     assert shared_cluster.get_json("deployment", "nulls")["metadata"]["generation"] == first
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"replicas": -1}, "spec.replicas: Invalid value: -1: must be greater than or equal to 0"),
+    ({"selector": {"matchLabels": {"app": "other"}}},
+     'spec.template.metadata.labels: Invalid value: map[string]string{"app":"checked"}: `selector` does not '
+     "match template `labels`"),
+    ({"template": {"metadata": {"labels": {"app": "checked"}}, "spec": {"containers": [{"name": "Bad_Name"}]}}},
+     'spec.template.spec.containers[0].name: Invalid value: "Bad_Name": a lowercase RFC 1123 label must consist'),
+    ({"template": {"metadata": {"labels": {"app": "checked"}}, "spec": {"containers": [{"name": "c"}]}}},
+     "spec.template.spec.containers[0].image: Required value"),
+])
+def test_kube_validation_of_workloads(shared_cluster: Cluster, change: dict[str, object], message: str) -> None:
+    body = deployment("checked")
+    body["spec"].update(change)  # type: ignore[attr-defined]
+    response = raw_request(shared_cluster, "POST", DEPLOYS, body)
+    assert response.status == 422, response.body
+    assert message in response.json()["message"], response.json()["message"]

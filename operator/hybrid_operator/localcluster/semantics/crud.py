@@ -25,6 +25,7 @@ from hybrid_operator.localcluster.resources import CRDS_KEY, NAMESPACES_KEY, Reg
 from hybrid_operator.localcluster.semantics import (
     applying,
     builtinschemas,
+    builtinvalidation,
     crds,
     deletion,
     generation,
@@ -126,6 +127,7 @@ class ObjectApi:
             obj.pop("status", None)
         warnings = decode_warnings + strategies.prepare(info, obj, opts)
         _validate_meta(info, obj)
+        _validate_builtin(info, obj)
         metadata.stamp_created(info, obj)
         strategies.prepare_for_create(self.store, info, obj)
         if applied:
@@ -184,6 +186,8 @@ class ObjectApi:
         metadata.check_no_new_finalizers(info, existing, new)
         warnings = (warnings or []) + strategies.prepare(info, new, opts, old=existing)
         _validate_meta(info, new)
+        if subresource in ("", "scale"):
+            _validate_builtin(info, new)
         if not info.custom and subresource in ("", "scale"):
             changed = immutability.update_causes(info.group, info.kind, existing, new)
             if changed:
@@ -390,6 +394,14 @@ def _typed_fields(info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions, *
         raise errors.invalid(info.kind, info.group, objects.name(obj), [
             {"reason": "FieldValueRequired", "field": path, "message": "Required value"} for path in report.missing])
     return unknown if opts.field_validation == "Warn" else []
+
+
+def _validate_builtin(info: ResourceInfo, obj: dict[str, Any]) -> None:
+    """422 for what kube-apiserver's hand-written validation of the kind refuses (see :mod:`.builtinvalidation`)."""
+    if not info.custom:
+        causes = builtinvalidation.causes(info.group, info.kind, obj)
+        if causes:
+            raise errors.invalid(info.kind, info.group, objects.name(obj), causes)
 
 
 def _validate_meta(info: ResourceInfo, obj: dict[str, Any]) -> None:
