@@ -171,6 +171,15 @@ def succeeded(**counts: Any) -> RunResult:
 # -- helm ----------------------------------------------------------------------------------------
 
 
+@dataclass
+class Held:
+    """A scripted answer handed out only once :attr:`release` is set (to test cancellation mid-call)."""
+
+    answer: Any
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 @dataclass(frozen=True)
 class HelmCall:
     """One recorded call of :class:`FakeHelmClient`: the method and its arguments."""
@@ -184,9 +193,10 @@ class HelmCall:
 class FakeHelmClient:
     """Same methods as :class:`hybrid_operator.helm.client.HelmClient`; answers come from scripts.
 
-    :meth:`script` queues answers per method; an answer that is an exception is raised. The
-    dry-run upgrade is scripted as ``"upgrade --dry-run"``, apart from real upgrades. Every call is
-    recorded in :attr:`calls` (see :meth:`called`).
+    :meth:`script` queues answers per method; an answer that is an exception is raised, a
+    :class:`Held` one waits for its release first. The dry-run upgrade is scripted as
+    ``"upgrade --dry-run"``, apart from real upgrades. Every call is recorded in :attr:`calls`
+    (see :meth:`called`).
     """
 
     DRY_RUN = "upgrade --dry-run"
@@ -207,51 +217,55 @@ class FakeHelmClient:
         """Scripted answers nobody asked for, per method."""
         return {method: len(queue) for method, queue in self._answers.items() if queue}
 
-    def _answer(self, call: HelmCall) -> Any:
+    async def _answer(self, call: HelmCall) -> Any:
         self.calls.append(call)
         queue = self._answers.get(call.method)
         if not queue:
             raise Unscripted(f"FakeHelmClient: unscripted {call.method} {call.name} ({dict(call.args)})")
         answer = queue.popleft()
+        if isinstance(answer, Held):
+            answer.started.set()
+            await answer.release.wait()
+            answer = answer.answer
         if isinstance(answer, BaseException):
             raise answer
         return answer
 
     async def version(self) -> str:
-        return str(self._answer(HelmCall("version")))
+        return str(await self._answer(HelmCall("version")))
 
     async def show_chart(self, chart: Path) -> dict[str, Any]:
-        answer: dict[str, Any] = self._answer(HelmCall("show_chart", args={"chart": chart}))
+        answer: dict[str, Any] = await self._answer(HelmCall("show_chart", args={"chart": chart}))
         return answer
 
     async def history(self, name: str, namespace: str) -> list[Revision]:
-        return list(self._answer(HelmCall("history", name, namespace)))
+        return list(await self._answer(HelmCall("history", name, namespace)))
 
     async def info(self, name: str, namespace: str, revision: int | None = None) -> ReleaseInfo:
-        answer: ReleaseInfo = self._answer(HelmCall("info", name, namespace, {"revision": revision}))
+        answer: ReleaseInfo = await self._answer(HelmCall("info", name, namespace, {"revision": revision}))
         return answer
 
     async def manifest(self, name: str, namespace: str, revision: int | None = None) -> str:
-        return str(self._answer(HelmCall("manifest", name, namespace, {"revision": revision})))
+        return str(await self._answer(HelmCall("manifest", name, namespace, {"revision": revision})))
 
     async def install(self, name: str, namespace: str, chart: Path, values: Mapping[str, Any],
                       options: ActionOptions | None = None) -> Release:
-        answer: Release = self._answer(HelmCall("install", name, namespace,
+        answer: Release = await self._answer(HelmCall("install", name, namespace,
                                                 {"chart": chart, "values": values, "options": options}))
         return answer
 
     async def upgrade(self, name: str, namespace: str, chart: Path, values: Mapping[str, Any],
                       options: ActionOptions | None = None, *, dry_run: DryRun | None = None) -> Release:
         method = self.DRY_RUN if dry_run is not None else "upgrade"
-        answer: Release = self._answer(HelmCall(method, name, namespace, {"chart": chart, "values": values,
+        answer: Release = await self._answer(HelmCall(method, name, namespace, {"chart": chart, "values": values,
                                                                          "options": options, "dry_run": dry_run}))
         return answer
 
     async def rollback(self, name: str, namespace: str, revision: int, options: ActionOptions | None = None) -> None:
-        self._answer(HelmCall("rollback", name, namespace, {"revision": revision, "options": options}))
+        await self._answer(HelmCall("rollback", name, namespace, {"revision": revision, "options": options}))
 
     async def uninstall(self, name: str, namespace: str, options: ActionOptions | None = None) -> bool:
-        return bool(self._answer(HelmCall("uninstall", name, namespace, {"options": options})))
+        return bool(await self._answer(HelmCall("uninstall", name, namespace, {"options": options})))
 
 
 def helm_error(kind: HelmErrorKind, message: str, command: str = "helm") -> HelmError:
