@@ -274,7 +274,7 @@ async def test_an_upgrade_that_left_no_new_revision_is_not_rolled_back(cluster: 
 async def test_a_render_error_in_the_candidate_is_an_upgrade_error(cluster: FakeCluster,
                                                                    helm: FakeHelmClient) -> None:
     error = HelmError(HelmErrorKind.RENDER, "template: x/templates/cm.yaml:3: bad", "upgrade")
-    helm.script("info", info(1)).script(DRY_RUN, error)
+    helm.script("info", info(1)).script(DRY_RUN, error).script("manifest", MANIFEST)
     cr(cluster, finalizers=[FINALIZER])
     assert await make(cluster, helm).reconcile("ns", "m") == Outcome(failed=True)
     assert conditions(cluster)["ReleaseFailed"] == ("True", "UpgradeError", error.message)
@@ -282,12 +282,34 @@ async def test_a_render_error_in_the_candidate_is_an_upgrade_error(cluster: Fake
 
 async def test_a_dry_run_that_fails_otherwise_is_irreconcilable(cluster: FakeCluster, helm: FakeHelmClient) -> None:
     error = HelmError(HelmErrorKind.UNREACHABLE, "Kubernetes cluster unreachable", "upgrade")
-    helm.script("info", info(1)).script(DRY_RUN, error)
+    helm.script("info", info(1)).script(DRY_RUN, error).script("manifest", MANIFEST)
     cr(cluster, finalizers=[FINALIZER])
     assert await make(cluster, helm).reconcile("ns", "m") == Outcome(failed=True)
     assert conditions(cluster)["Irreconcilable"] == \
         ("True", "ReconcileError", "dry-run upgrade of release m failed: Kubernetes cluster unreachable")
     assert [(e.type, e.reason) for e in cluster.events] == [("Warning", "ReconcileError")]
+
+
+async def test_the_dry_run_and_the_deployed_manifest_are_asked_for_at_once(cluster: FakeCluster,
+                                                                          helm: FakeHelmClient) -> None:
+    dry_run, manifest = Held(rendered(MANIFEST)), Held(MANIFEST)
+    helm.script("info", info(1)).script(DRY_RUN, dry_run).script("manifest", manifest)
+    cr(cluster, finalizers=[FINALIZER])
+    config_map(cluster)
+    task = asyncio.create_task(make(cluster, helm).reconcile("ns", "m"))
+    await asyncio.wait_for(asyncio.gather(dry_run.started.wait(), manifest.started.wait()), 5)
+    manifest.release.set()
+    dry_run.release.set()
+    assert await asyncio.wait_for(task, 5) == Outcome(requeue_after=60.0)
+
+
+async def test_a_deployed_manifest_helm_cannot_read_is_irreconcilable(cluster: FakeCluster,
+                                                                     helm: FakeHelmClient) -> None:
+    error = HelmError(HelmErrorKind.NOT_FOUND, "release: not found", "get manifest")
+    helm.script("info", info(1)).script(DRY_RUN, rendered(MANIFEST)).script("manifest", error)
+    cr(cluster, finalizers=[FINALIZER])
+    assert await make(cluster, helm).reconcile("ns", "m") == Outcome(failed=True)
+    assert conditions(cluster)["Irreconcilable"][2] == "dry-run upgrade of release m failed: release: not found"
 
 
 async def test_a_state_helm_cannot_read_is_irreconcilable(cluster: FakeCluster, helm: FakeHelmClient) -> None:

@@ -54,7 +54,7 @@ from hybrid_operator.helm.annotations import (
     HelmOptions,
     helm_options,
 )
-from hybrid_operator.helm.client import DEPLOYED, ActionOptions, HelmClient, HelmError, HelmErrorKind
+from hybrid_operator.helm.client import DEPLOYED, ActionOptions, HelmClient, HelmError, HelmErrorKind, Release
 from hybrid_operator.helm.manifests import (
     FIELD_MANAGER,
     KEEP_POLICY,
@@ -105,6 +105,15 @@ class _DryRunFailed(Exception):
     def __init__(self, error: HelmError) -> None:
         self.error = error
         super().__init__(error.message)
+
+
+def _comparison_failed(error: BaseException) -> BaseException:
+    """A helm failure of the dry-run or the manifest read as :class:`_DryRunFailed`; anything else as is."""
+    if not isinstance(error, HelmError):
+        return error
+    failed = _DryRunFailed(error)
+    failed.__cause__ = error
+    return failed
 
 
 @dataclass
@@ -256,14 +265,26 @@ class HelmReconciler:
         if latest is not None and revision is not None:
             deployed = latest if revision == latest.revision else \
                 await self.helm.info(job.name, job.namespace, revision)
-            try:
-                candidate = await self.helm.upgrade(job.name, job.namespace, self.watch.chart, composed.values,
-                                                    job.options.upgrade, dry_run=self.watch.dry_run_option)
-                manifest = await self.helm.manifest(job.name, job.namespace, revision)
-            except HelmError as exc:
-                raise _DryRunFailed(exc) from exc
+            candidate, manifest = await self._candidate(job, composed, revision)
             comparison = release.Comparison(deployed, manifest, candidate)
         return release.release_state(latest, history, comparison, inputs)
+
+    async def _candidate(self, job: Job, composed: values.ComposedValues, revision: int) -> tuple[Release, str]:
+        """The dry-run upgrade with today's values and the manifest of ``revision``, asked of helm at once.
+
+        Both are needed on every resync of a deployed release and neither depends on the other, so
+        the two helm processes overlap. A failure of the dry-run is reported before one of the read.
+        """
+        candidate, manifest = await asyncio.gather(
+            self.helm.upgrade(job.name, job.namespace, self.watch.chart, composed.values, job.options.upgrade,
+                              dry_run=self.watch.dry_run_option),
+            self.helm.manifest(job.name, job.namespace, revision),
+            return_exceptions=True)
+        if isinstance(candidate, BaseException):
+            raise _comparison_failed(candidate)
+        if isinstance(manifest, BaseException):
+            raise _comparison_failed(manifest)
+        return candidate, manifest
 
     async def _recover(self, job: Job, state: ReleaseState, composed: values.ComposedValues,
                        inputs: str) -> ReleaseState:
