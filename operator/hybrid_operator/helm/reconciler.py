@@ -96,7 +96,8 @@ class Verdict:
     events: tuple[tuple[str, str, str], ...] = ()
     manifest: str | None = None
     release_finalizers: tuple[str, ...] = ()
-    log: Mapping[str, Any] = field(default_factory=dict)
+    #: key/values of the "run finished" log line (revision, error)
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 class _DryRunFailed(Exception):
@@ -469,14 +470,14 @@ class HelmReconciler:
                 new[conditions.CONDITIONS] = conditions.remove_condition(listed, NONDETERMINISTIC)
             return new
 
-        return Verdict(job.requeue(), result, compute, manifest=manifest, log={"revision": revision})
+        return Verdict(job.requeue(), result, compute, manifest=manifest, details={"revision": revision})
 
     def _release_failed(self, job: Job, reason: str, message: str) -> Verdict:
         def compute(old: dict[str, Any] | None) -> dict[str, Any]:
             return status.release_failed(old, reason, message, clock.now(), job.generation)
 
         return Verdict(Outcome(failed=True), "failed", compute, (("Warning", reason, message),),
-                       log={"error": message})
+                       details={"error": message})
 
     def _irreconcilable(self, job: Job, message: str, *, clear_release_failed: bool = False) -> Verdict:
         def compute(old: dict[str, Any] | None) -> dict[str, Any]:
@@ -484,7 +485,7 @@ class HelmReconciler:
                                          clear_release_failed=clear_release_failed)
 
         return Verdict(Outcome(failed=True), "irreconcilable", compute,
-                       (("Warning", status.REASON_RECONCILE_ERROR, message),), log={"error": message})
+                       (("Warning", status.REASON_RECONCILE_ERROR, message),), details={"error": message})
 
     async def _conclude(self, job: Job, verdict: Verdict) -> Outcome:
         """Apply a verdict: the one status write of this reconcile, then Events, watches, finalizers, log."""
@@ -500,7 +501,7 @@ class HelmReconciler:
                 break
             job.obj = updated
         if verdict.result is not None:
-            self._finished(job, verdict.result, **verdict.log)
+            self._finished(job, verdict.result, **verdict.details)
         return verdict.outcome
 
     # -- plumbing ------------------------------------------------------------------------------
