@@ -47,6 +47,8 @@ OUTPUT_VERBOSITY = 3
 MAX_OUTPUT = 64 * 1024
 REASON_SUCCEEDED = "ReconcileSucceeded"
 REASON_FAILED = "ReconcileFailed"
+#: the Event reason when a spec is refused before any run (extravars.refusals)
+REASON_REFUSED = "SpecRefused"
 
 
 @dataclass(frozen=True)
@@ -115,15 +117,34 @@ class AnsibleReconciler:
         try:
             options = run_options(obj, self.watch, self.settings)
         except errors.PermanentError as exc:
-            problem = str(exc)
-            await self._write_status(ref, obj, lambda old: status.errored(old, problem, clock.now()), force=True)
-            await asyncio.to_thread(self.cluster.post_event, obj, "Warning", REASON_FAILED, problem)
+            await self._report_error(ref, obj, str(exc), REASON_FAILED)
             return Outcome(failed=True)
         if objects.deleting(obj):
             return await self._finalize(ref, obj, options)
         return await self._reconcile_live(ref, obj, options)
 
+    async def _report_error(self, ref: ResourceRef, obj: dict[str, Any], problem: str, reason: str) -> None:
+        """The SDK's ``markError``: a Failure condition with ``problem`` and a Warning Event."""
+        await self._write_status(ref, obj, lambda old: status.errored(old, problem, clock.now()), force=True)
+        await asyncio.to_thread(self.cluster.post_event, obj, "Warning", reason, problem)
+
+    async def _refused(self, ref: ResourceRef, obj: dict[str, Any]) -> bool:
+        """Refuse a spec that would set Ansible's own variables (or collides after snake_case): before
+        anything else happens -- no finalizer, no Running condition, no run -- the CR gets a Failure
+        condition and a Warning Event naming the keys. True when refused (nothing is retried: a spec
+        change brings the object back)."""
+        problems = extravars.refusals(obj, self.watch)
+        if not problems:
+            return False
+        message = "the spec was refused, nothing was run: " + "; ".join(problems)
+        log.warning("spec refused", extra={"kind": self.watch.gvk.kind, "namespace": objects.namespace(obj),
+                                           "cr": objects.name(obj), "problems": problems})
+        await self._report_error(ref, obj, message, REASON_REFUSED)
+        return True
+
     async def _reconcile_live(self, ref: ResourceRef, obj: dict[str, Any], options: RunOptions) -> Outcome:
+        if await self._refused(ref, obj):
+            return Outcome()
         finalizer = self.watch.finalizer
         if finalizer is not None:
             updated = await asyncio.to_thread(self.cluster.set_finalizer, ref, obj, finalizer.name, True)
@@ -139,6 +160,8 @@ class AnsibleReconciler:
         finalizer = self.watch.finalizer
         finalizers = objects.finalizers(obj)
         if finalizer is None or finalizer.name not in finalizers:
+            return Outcome()
+        if await self._refused(ref, obj):
             return Outcome()
         result = await self._run(obj, options, finalizer=True)
         if not result.succeeded:
@@ -168,7 +191,7 @@ class AnsibleReconciler:
         if self.watch.triggers:
             found = await asyncio.to_thread(triggers.related_objects, self.cluster, obj, self.watch.triggers)
             # other people's objects: never templated either
-            extra["_related"] = extravars.mark_unsafe(found) if self.watch.mark_unsafe else found
+            extra[extravars.RELATED_KEY] = extravars.mark_unsafe(found) if self.watch.mark_unsafe else found
         request = RunRequest(
             cr=obj,
             watch=self.watch,
