@@ -13,9 +13,7 @@ says when to look again: the reconcile period (annotation > watch > flag), a
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import shlex
 import uuid
 from dataclasses import dataclass, replace
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hybrid_operator import clock, errors
-from hybrid_operator.ansible import artifacts, extravars, status
+from hybrid_operator.ansible import artifacts, commandfile, extravars, status
 from hybrid_operator.ansible.proxy import OwnerProxy
 from hybrid_operator.ansible.runs import Runner, RunRequest, RunResult
 from hybrid_operator.config.model import AnsibleWatch
@@ -207,7 +205,7 @@ class AnsibleReconciler:
         async with self.slots:
             result = await self._timed(request)
         if result.artifact_dir is not None:
-            await asyncio.to_thread(scrub_command_env, result.artifact_dir)
+            await asyncio.to_thread(commandfile.scrub_command_file, result.artifact_dir)
         if result.cancelled and self.cancel.is_set():
             result = replace(result, error=self.cancel.message())
         self._log_output(obj, result, options.verbosity)
@@ -302,29 +300,3 @@ class AnsibleReconciler:
             "changed": result.changed, "failed": result.failures, "error": result.error or "",
         })
 
-
-#: variables of the run environment whose values are kept in the ``command`` artifact (set by the
-#: operator, never secret); every other value is replaced by :data:`~hybrid_operator.controller.conditions.REDACTED`.
-KEPT_ENV = frozenset({"PATH", "HOME", "LANG", "KUBECONFIG", "K8S_AUTH_KUBECONFIG", "ANSIBLE_COLLECTIONS_PATH",
-                      "ANSIBLE_ROLES_PATH", "ANSIBLE_NOCOLOR", "ANSIBLE_GATHERING", "ANSIBLE_LOCAL_TEMP",
-                      "HYBRID_OPERATOR_METRICS_URL", "PYTHONPATH", "VIRTUAL_ENV"})
-
-
-def scrub_command_env(run_dir: Path) -> bool:
-    """Redact the environment ansible-runner stores in ``<run>/command`` (it writes the WHOLE process
-    environment there: credentials the operator got as variables would stay on disk). Keys stay, so
-    the artifact still says which variables were set. True when the file was rewritten."""
-    path = run_dir / "command"
-    try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    env = document.get("env") if isinstance(document, dict) else None
-    if not isinstance(env, dict):
-        return False
-    document["env"] = {k: (v if k in KEPT_ENV else conditions.REDACTED) for k, v in env.items()}
-    temp = path.with_suffix(".tmp")
-    with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
-        json.dump(document, handle)
-    temp.replace(path)
-    return True
