@@ -12,6 +12,17 @@ create or restate a whole object get the owner link described in
 The proxy speaks HTTPS with a throwaway CA of its own, put in every run
 kubeconfig: client-go (kubectl, helm) refuses to send a bearer token over plain
 http, while the Python client used by ``kubernetes.core`` would happily do so.
+
+What a run token is (docs/security.md): 32 random bytes, valid from
+:meth:`OwnerProxy.register_run` until :meth:`OwnerProxy.unregister_run`, which
+the reconciler calls when the run ends however it ends -- a token that outlived
+its run gets 401. It stands for exactly one custom resource: whatever is
+written with it is recorded as that resource's dependent, never another's. It
+is not an authorisation scope: a request it carries reaches the API with the
+operator's own credentials, so a playbook can do what the operator's service
+account may do. It lives only in its run's kubeconfig (its own 0700 directory,
+see :mod:`hybrid_operator.ansible.credentials`), never in the environment, the
+command line or the artifacts.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import inspect
 import ipaddress
 import json
 import logging
+import os
 import secrets
 import socket
 import ssl
@@ -78,11 +90,12 @@ class RunCredentials:
         return yaml.safe_dump(document, sort_keys=False)
 
     def write_kubeconfig(self, path: Path) -> Path:
-        """Writes the kubeconfig (mode 0600, atomically) and returns ``path``."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Writes the kubeconfig (created with mode 0600, atomically) and returns ``path``."""
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         temp = path.with_name(path.name + ".tmp")
-        temp.write_text(self.kubeconfig_text())
-        temp.chmod(0o600)
+        temp.unlink(missing_ok=True)
+        with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+            handle.write(self.kubeconfig_text())
         temp.replace(path)
         return path
 
@@ -243,7 +256,7 @@ class OwnerProxy:
         return RunCredentials(token=token, server=self.url, ca_pem=self._ca_pem, owner=resolved)
 
     def unregister_run(self, token: str) -> None:
-        """Revokes a run's token; later requests with it get 401."""
+        """Revokes a run's token (call it when the run ends, however it ends); later requests with it get 401."""
         self._runs.pop(token, None)
 
     # -- requests

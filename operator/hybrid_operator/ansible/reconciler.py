@@ -15,14 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import shlex
-import uuid
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from hybrid_operator import clock, errors
-from hybrid_operator.ansible import artifacts, commandfile, extravars, status
+from hybrid_operator.ansible import artifacts, commandfile, credentials, extravars, status
 from hybrid_operator.ansible.proxy import OwnerProxy
 from hybrid_operator.ansible.runs import Runner, RunRequest, RunResult
 from hybrid_operator.config.model import AnsibleWatch
@@ -174,14 +173,12 @@ class AnsibleReconciler:
         """Run the automation; through the ownership proxy (a per-run token) when there is one."""
         if self.proxy is None:
             return await self._run_with(obj, options, finalizer, self.kubeconfig)
-        credentials = self.proxy.register_run(obj)
-        path = self.settings.artifacts_dir / "kubeconfigs" / f"{uuid.uuid4().hex}.yaml"
+        run = self.proxy.register_run(obj)
         try:
-            credentials.write_kubeconfig(path)
-            return await self._run_with(obj, options, finalizer, path)
+            with credentials.run_kubeconfig(self.settings.artifacts_dir, run.kubeconfig_text()) as path:
+                return await self._run_with(obj, options, finalizer, path)
         finally:
-            self.proxy.unregister_run(credentials.token)
-            path.unlink(missing_ok=True)
+            self.proxy.unregister_run(run.token)
 
     async def _run_with(self, obj: dict[str, Any], options: RunOptions, finalizer: bool,
                         kubeconfig: Path) -> RunResult:
