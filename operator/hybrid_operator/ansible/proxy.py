@@ -22,7 +22,8 @@ is not an authorisation scope: a request it carries reaches the API with the
 operator's own credentials, so a playbook can do what the operator's service
 account may do. It lives only in its run's kubeconfig (its own 0700 directory,
 see :mod:`hybrid_operator.ansible.credentials`), never in the environment, the
-command line or the artifacts.
+command line or the artifacts. Only origin-form API request targets are
+forwarded (:func:`api_target`); the upstream URL is built from its parts.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 import ssl
 import tempfile
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +70,11 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
 RESPONSE_SKIPPED = HOP_BY_HOP | {"date", "server"}
 SKIP_AUTO_HEADERS = ("Accept-Encoding", "User-Agent", "Content-Type")
 CERT_VALIDITY = datetime.timedelta(days=365)
+#: the first path segments the proxy forwards: the resource APIs and the non-resource paths clients read
+API_ROOTS = frozenset({"api", "apis", "version", "openapi", "healthz", "livez", "readyz"})
+# RFC 3986: pchar = unreserved / pct-encoded / sub-delims / ":" / "@"; a query adds "/" and "?"
+_PATH_CHARACTERS = re.compile(r"(/([A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)+")
+_QUERY_CHARACTERS = re.compile(r"([A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*")
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,28 @@ def _status(code: int, reason: str, message: str) -> web.Response:
     return web.json_response(body, status=code)
 
 
+def api_target(raw_target: str) -> tuple[str, str] | None:
+    """The (path, query) of an origin-form request target for the Kubernetes API, both still
+    percent-encoded, or None for any other target.
+
+    Refused: absolute-form (``http://host/api``), authority-form and ``*`` targets; paths outside
+    :data:`API_ROOTS`; ``.``/``..`` segments (also percent-encoded) and empty segments, which could
+    make the upstream server see another path than the one checked here; fragments and characters
+    that RFC 3986 does not allow in a path or query.
+    """
+    if not raw_target.startswith("/") or raw_target.startswith("//") or "#" in raw_target:
+        return None
+    path, _, query = raw_target.partition("?")
+    if not _PATH_CHARACTERS.fullmatch(path) or not _QUERY_CHARACTERS.fullmatch(query):
+        return None
+    segments = [urllib.parse.unquote(segment) for segment in path[1:].split("/")]
+    if segments[-1] == "" and len(segments) > 1:
+        segments.pop()  # one trailing slash is harmless
+    if segments[0] not in API_ROOTS or any(segment in ("", ".", "..") for segment in segments):
+        return None
+    return path, query
+
+
 def _bearer(request: web.Request) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
@@ -262,15 +292,21 @@ class OwnerProxy:
     # -- requests
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        target = api_target(request.raw_path)
+        if target is None:
+            return _status(400, "BadRequest", "the proxy forwards only Kubernetes API requests in origin form "
+                                              "(a path starting with /api/ or /apis/, no dot segments), got "
+                                              f"{request.raw_path[:200]!r}")
         owner = self._runs.get(_bearer(request))
         if owner is None:
             return _status(401, "Unauthorized", "Unauthorized")
+        url = self._url(*target)
         body = await request.read()
         plan = await self._plan(request, owner, body) if self.inject else None
         try:
             if plan is None:
-                return await self._forward(request, body)
-            return await self._forward_injected(request, owner, plan)
+                return await self._forward(request, url, body)
+            return await self._forward_injected(request, url, owner, plan)
         except aiohttp.ClientError as exc:
             log.warning("upstream request failed", extra={"path": request.path, "error": str(exc)})
             return _status(503, "ServiceUnavailable", f"the API server is unreachable: {exc}")
@@ -301,16 +337,20 @@ class OwnerProxy:
             headers["Authorization"] = f"Bearer {self.upstream.token}"
         return headers
 
-    def _url(self, raw_path: str) -> URL:
-        return URL(self.upstream.server.rstrip("/") + raw_path, encoded=True)
+    def _url(self, path: str, query: str = "") -> URL:
+        """The upstream URL for an already checked, still encoded API path and query (see :func:`api_target`),
+        built from its parts: the upstream server's scheme and authority, its path prefix, then ``path``."""
+        base = URL(self.upstream.server)
+        return URL.build(scheme=base.scheme, authority=base.raw_authority, path=base.raw_path.rstrip("/") + path,
+                         query_string=query, encoded=True)
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             raise RuntimeError("the proxy is not started")
         return self._session
 
-    async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
-        async with self._client().request(request.method, self._url(request.raw_path),
+    async def _forward(self, request: web.Request, url: URL, body: bytes) -> web.StreamResponse:
+        async with self._client().request(request.method, url,
                                           headers=self._headers(request), data=body or None,
                                           allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS) as upstream:
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason,
@@ -323,9 +363,10 @@ class OwnerProxy:
             await response.write_eof()
             return response
 
-    async def _forward_injected(self, request: web.Request, owner: ownership.Owner, plan: _Plan) -> web.Response:
+    async def _forward_injected(self, request: web.Request, url: URL, owner: ownership.Owner,
+                                plan: _Plan) -> web.Response:
         headers = self._headers(request, keep_encoding=False)
-        async with self._client().request(request.method, self._url(request.raw_path), headers=headers,
+        async with self._client().request(request.method, url, headers=headers,
                                           data=plan.body, allow_redirects=False,
                                           skip_auto_headers=SKIP_AUTO_HEADERS) as upstream:
             data = await upstream.read()
