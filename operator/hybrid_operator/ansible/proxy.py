@@ -50,6 +50,7 @@ from typing import Any
 import aiohttp
 import yaml
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -208,6 +209,20 @@ def api_target(raw_target: str) -> tuple[str, str] | None:
     return path, query
 
 
+def _bad_target(request: web.Request) -> web.Response:
+    target = request.raw_path[:200]
+    return _status(400, "BadRequest", "the proxy forwards only Kubernetes API requests in origin form (a path "
+                                      f"starting with /api/ or /apis/, no dot segments), got {target!r}")
+
+
+@web.middleware
+async def _only_api_targets(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse any other request target before routing (which would answer ``*`` with a plain-text 404)."""
+    if api_target(request.raw_path) is None:
+        return _bad_target(request)
+    return await handler(request)
+
+
 def _bearer(request: web.Request) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
@@ -251,7 +266,7 @@ class OwnerProxy:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=self.upstream.ssl_context()), auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_only_api_targets])
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -293,10 +308,8 @@ class OwnerProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         target = api_target(request.raw_path)
-        if target is None:
-            return _status(400, "BadRequest", "the proxy forwards only Kubernetes API requests in origin form "
-                                              "(a path starting with /api/ or /apis/, no dot segments), got "
-                                              f"{request.raw_path[:200]!r}")
+        if target is None:  # _only_api_targets answered already
+            return _bad_target(request)
         owner = self._runs.get(_bearer(request))
         if owner is None:
             return _status(401, "Unauthorized", "Unauthorized")
