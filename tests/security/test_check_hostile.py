@@ -47,17 +47,19 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "outside" / "tasks").mkdir(parents=True)
     (tmp_path / "outside" / "tasks" / "main.yml").write_text("[]\n")
     (tmp_path / "outside.yml").write_text(PLAYBOOK)
+    (tmp_path / "chart" / "templates").mkdir(parents=True)
+    (tmp_path / "chart" / "Chart.yaml").write_text("apiVersion: v2\nname: chart\nversion: 0.1.0\n")
     return directory
 
 
 ESCAPES = [
     ("playbook", "  playbook: ../../../../../../../../etc/passwd\n", "playbook"),
     ("playbook-next-door", "  playbook: ../outside.yml\n", "playbook"),
-    ("role", "  role: ../outside\n", "role"),
+    ("role", "  role: ../../outside\n", "role"),  # roles/../../outside: a role directory next to the project
     ("nested", "  playbook: playbooks/../../outside.yml\n", "playbook"),
     ("finalizer", "  playbook: playbooks/site.yml\n  finalizer:\n    name: security.hybrid.dev/cleanup\n"
                   "    playbook: ../outside.yml\n", "finalizer.playbook"),
-    ("chart", "  chart: ../../charts/x\n", "chart"),
+    ("chart", "  chart: ../chart\n", "chart"),
 ]
 
 

@@ -122,10 +122,10 @@ def test_environment_secrets_never_reach_the_artifacts(shared_cluster: Cluster, 
     try:
         run = run_dir_waiting_at_gate(operator, kind, "facts")
         # mid-run: facts were gathered, the command file was written
+        assert files_containing(tmp_path / "runner", secret.encode()) == []
         assert not (run / "fact_cache").exists(), "facts were cached on disk"
         command = json.loads((run / "command").read_text())
         assert command["env"][SECRET_NAME] == "***"
-        assert files_containing(tmp_path / "runner", secret.encode()) == []
         # killed mid-run: nothing gets a chance to clean up
         operator.kill9()
         assert files_containing(tmp_path / "runner", secret.encode()) == []
@@ -144,10 +144,8 @@ def test_run_credentials_are_private_to_their_run(shared_cluster: Cluster, start
     apply(shared_cluster, gated_cr(kind, "creds"))
     try:
         run = run_dir_waiting_at_gate(first, kind, "creds")
-        assert stat.S_IMODE(runner.stat().st_mode) == 0o700
-        assert stat.S_IMODE((runner / "kubeconfig").stat().st_mode) == 0o600  # the operator's own
         # one directory per live run, 0700, holding a 0600 kubeconfig the run's KUBECONFIG names
-        live = list((runner / "run-credentials").iterdir())
+        live = list((runner / "run-credentials").iterdir()) if (runner / "run-credentials").is_dir() else []
         assert len(live) == 1
         assert stat.S_IMODE(live[0].stat().st_mode) == 0o700
         kubeconfig = live[0] / "kubeconfig"
@@ -155,6 +153,8 @@ def test_run_credentials_are_private_to_their_run(shared_cluster: Cluster, start
         assert [path.name for path in live[0].iterdir()] == ["kubeconfig"]
         assert json.loads((run / "command").read_text())["env"]["KUBECONFIG"] == str(kubeconfig)
         assert proxy_status(kubeconfig_credentials(kubeconfig)) == 200  # valid while its run lasts
+        assert stat.S_IMODE(runner.stat().st_mode) == 0o700
+        assert stat.S_IMODE((runner / "kubeconfig").stat().st_mode) == 0o600  # the operator's own
 
         first.kill9()  # the run's credentials stay behind...
         assert live[0].exists()
