@@ -130,7 +130,8 @@ class AnsibleReconciler:
         anything else happens -- no finalizer, no Running condition, no run -- the CR gets a Failure
         condition and a Warning Event naming the keys. True when refused (nothing is retried: a spec
         change brings the object back)."""
-        problems = extravars.refusals(obj, self.watch)
+        # off the event loop: the first call reads ansible-core's tables (importing ansible takes a while)
+        problems = await asyncio.to_thread(extravars.refusals, obj, self.watch)
         if not problems:
             return False
         message = "the spec was refused, nothing was run: " + "; ".join(problems)
