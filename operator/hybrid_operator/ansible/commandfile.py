@@ -106,7 +106,12 @@ class CommandFileGuard:
     def __enter__(self) -> CommandFileGuard:
         self.run_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.run_dir.mkdir(mode=0o700)
-        os.mkfifo(self.path, 0o600)
+        try:
+            os.mkfifo(self.path, 0o600)
+        except OSError as error:  # a file system without named pipes: the file is redacted after the run
+            log.warning("cannot redact the command artifact as it is written; it is redacted when the run ends",
+                        extra={"path": str(self.path), "error": str(error)})
+            return self
         self._thread = threading.Thread(target=self._pump, name=f"command-file-{self.run_dir.name}", daemon=True)
         self._thread.start()
         return self
