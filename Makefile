@@ -7,7 +7,7 @@ STAMP := $(VENV)/.setup-done
 export PATH := $(BIN):$(PATH)
 PYTEST_FLAGS ?=
 
-.PHONY: setup run cluster test test-unit test-integration lint bench-cluster clean manifests molecule
+.PHONY: setup run cluster test test-unit test-integration test-security lint bench-cluster clean manifests molecule
 
 setup: $(STAMP)
 
@@ -37,6 +37,9 @@ test-unit: setup
 
 test-integration: setup
 	$(BIN)/pytest -m "integration or e2e" -q $(PYTEST_FLAGS)
+
+test-security: setup  ## the attacks of docs/security.md (also part of `make test`)
+	$(BIN)/pytest -m security -q $(PYTEST_FLAGS)
 
 test: setup lint
 	$(BIN)/pytest -q $(PYTEST_FLAGS)

@@ -9,6 +9,7 @@ turns one YAML node into an :class:`~hybrid_operator.config.model.AnsibleWatch` 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Mapping
 from datetime import timedelta
@@ -318,7 +319,18 @@ class EntryReader:
             return None, self._role(role, path)
         return None, None
 
+    def _escapes(self, value: str, path: tuple[str, ...], key: str) -> bool:
+        """Report (and return True) when a relative ``value`` leaves the project directory through ``..``."""
+        if not leaves_directory(value):
+            return False
+        self.report(f"{value!r} leaves the project directory {self.base_dir} (the watches file's directory) "
+                    "through \"..\"; keep playbooks, roles and charts inside the project, or give an absolute "
+                    "path (such as /opt/ansible/playbooks/site.yml in an image)", *path, key)
+        return True
+
     def _playbook(self, playbook: str, path: tuple[str, ...]) -> Path | None:
+        if self._escapes(playbook, path, "playbook"):
+            return None
         resolved = self.base_dir / Path(playbook).expanduser()
         if not resolved.is_file():
             self.report(f"playbook file not found: {resolved} (relative paths are resolved against the "
@@ -328,6 +340,8 @@ class EntryReader:
         return resolved
 
     def _role(self, role: str, path: tuple[str, ...]) -> Path | None:
+        if self._escapes(role, path, "role"):
+            return None
         candidates = role_candidates(role, self.base_dir, self.env)
         for candidate in candidates:
             if candidate.is_dir():
@@ -474,6 +488,8 @@ class EntryReader:
             if self.data.get("chart") in (None, ""):
                 self.report("must not be empty: give the path of a chart directory or .tgz", "chart")
             return None
+        if self._escapes(chart, (), "chart"):
+            return None
         resolved = self.base_dir / Path(chart).expanduser()
         problem = chart_problem(resolved)
         if problem is not None:
@@ -553,6 +569,18 @@ def _is_qualified_name(value: str) -> bool:
 
 def _is_label_value(value: str) -> bool:
     return len(value) <= 63 and bool(_NAME.fullmatch(value))
+
+
+def leaves_directory(value: str) -> bool:
+    """True when the relative path ``value`` climbs out of the directory it is resolved against (``..``).
+
+    Absolute paths (``/opt/ansible/...``, ``~/...``) and plain role names are the author's choice and
+    never count; symbolic links are not followed (the project's tree is the author's too).
+    """
+    if not value or Path(value).expanduser().is_absolute():
+        return False
+    normalized = os.path.normpath(value)
+    return normalized == ".." or normalized.startswith("../")
 
 
 def type_name(value: Any) -> str:

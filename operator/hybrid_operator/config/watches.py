@@ -36,6 +36,12 @@ Different on purpose:
   renders them with Go's text/template, which this product does not implement.
 * Helm ``chart`` may be a chart directory (with ``Chart.yaml``) or a ``.tgz`` archive (as in
   helm-operator-plugins); ``dryRunOption`` is ``""``/``client`` (the default) or ``server``.
+* **Hostile files** (docs/security.md): a relative playbook, role or chart path that leaves the
+  watches file's directory through ``..`` is an error (absolute paths, as in SDK images'
+  ``/opt/ansible/...``, and roles found on ``ANSIBLE_ROLES_PATH``/collections are fine). YAML
+  aliases are counted, never expanded: an entry whose aliases would expand it beyond
+  :data:`MAX_ENTRY_NODES` values (an "alias bomb": a few hundred bytes that expand to billions),
+  or that refers to itself, is an error naming the entry and its key.
 """
 
 from __future__ import annotations
@@ -50,6 +56,9 @@ import yaml
 from hybrid_operator.config.entries import EntryReader, Problems, type_name
 from hybrid_operator.config.model import GroupVersionKind, Watch, expand_env
 from hybrid_operator.errors import ConfigurationError
+
+#: the most YAML values (scalars, lists and maps) one entry may hold once its aliases are followed
+MAX_ENTRY_NODES = 10_000
 
 
 def load(path: Path, env: Mapping[str, str] | None = None) -> list[Watch]:
@@ -87,6 +96,8 @@ def _parse_yaml(text: str, name: str) -> tuple[yaml.Node | None, Any]:
         raise ConfigurationError(message) from error
     except yaml.YAMLError as error:
         raise ConfigurationError(f"{name}: invalid YAML: {error}") from error
+    except RecursionError as error:
+        raise ConfigurationError(f"{name}: invalid YAML: nested too deeply") from error
     finally:
         loader.dispose()
     return root, data
@@ -107,6 +118,8 @@ def _read_entries(
     seen: dict[GroupVersionKind, int] = {}
     for index, (node, item) in enumerate(zip(root.value, data, strict=True), start=1):
         entry = EntryReader(problems, index, node, item, base_dir=base_dir, env=env)
+        if _report_expansion(entry, node):
+            continue  # reading it would walk every expanded value
         watch = entry.read()
         if watch is None:
             continue
@@ -117,3 +130,60 @@ def _read_entries(
         seen[watch.gvk] = index
         watches.append(watch)
     return watches
+
+
+def _report_expansion(entry: EntryReader, node: yaml.Node) -> bool:
+    """Report (and return True) an entry whose aliases expand beyond :data:`MAX_ENTRY_NODES` or recurse."""
+    parts: list[tuple[tuple[str, ...], yaml.Node]] = []
+    if isinstance(node, yaml.MappingNode):
+        parts = [((str(key.value),), value) for key, value in node.value if isinstance(key, yaml.ScalarNode)]
+    parts.append(((), node))
+    sizes: dict[int, int | None] = {}
+    for keys, part in parts:
+        size = expanded_size(part, MAX_ENTRY_NODES, sizes)
+        if size is None:
+            entry.report("a YAML alias refers to the value that contains it (a recursive alias); "
+                         "write the value out instead", *keys)
+            return True
+        if size > MAX_ENTRY_NODES:
+            entry.report(f"YAML aliases expand this to more than {MAX_ENTRY_NODES} values (an alias bomb?); "
+                         "write the values out, or use fewer aliases", *keys)
+            return True
+    return False
+
+
+def expanded_size(node: yaml.Node, limit: int, sizes: dict[int, int | None] | None = None) -> int | None:
+    """How many values ``node`` holds with every alias followed, counted without expanding anything.
+
+    PyYAML composes an alias as a second reference to the anchored node, so the nodes form a graph
+    in which each node is counted once per path to it; shared nodes are counted once and their
+    count reused (``sizes``, by node identity), so the work is linear in the file's size. Counts
+    stop at ``limit + 1``. None when a node contains itself (a recursive alias).
+    """
+    known: dict[int, int | None] = {} if sizes is None else sizes
+    in_progress: set[int] = set()
+
+    def count(current: yaml.Node) -> int | None:
+        key = id(current)
+        if key in known:
+            return known[key]
+        if key in in_progress:
+            return None
+        in_progress.add(key)
+        total: int | None = 1
+        children: list[yaml.Node] = []
+        if isinstance(current, yaml.SequenceNode):
+            children = list(current.value)
+        elif isinstance(current, yaml.MappingNode):
+            children = [child for pair in current.value for child in pair]
+        for child in children:
+            size = count(child)
+            if size is None or total is None:
+                total = None
+                break
+            total = min(total + size, limit + 1)
+        in_progress.discard(key)
+        known[key] = total
+        return total
+
+    return count(node)

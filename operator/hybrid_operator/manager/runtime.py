@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from hybrid_operator import __version__, errors
+from hybrid_operator.ansible import credentials
 from hybrid_operator.ansible.environment import METRICS_URL_ENV, ansible_env
 from hybrid_operator.ansible.ownership import ChildRef, OwnerKey
 from hybrid_operator.ansible.proxy import OwnerProxy
@@ -102,7 +103,13 @@ async def _serve(settings: Settings, loaded: list[model.Watch],
                  companions: Sequence[Companion] = ()) -> int:
     """Run the operator until SIGTERM/SIGINT; ``companions`` run beside it (``hybrid-operator up``)."""
     cluster = ClusterClient(settings.kubeconfig)
-    settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        # artifacts hold job events and the operator's kubeconfig: created for the operator's user only
+        credentials.private_dir(settings.artifacts_dir, tighten=False)
+        credentials.sweep(settings.artifacts_dir)  # run kubeconfigs left by an operator killed mid-run
+    except OSError as exc:
+        raise errors.ConfigurationError(f"cannot use the artifacts directory {settings.artifacts_dir}: {exc}; "
+                                        "choose another --artifacts-dir") from exc
     run_kubeconfig = cluster.write_kubeconfig(settings.artifacts_dir / "kubeconfig")
     helm = await _helm_client(settings, loaded, run_kubeconfig)
     runner = AnsibleRunner(max_workers=settings.max_workers, timeout=settings.run_timeout.total_seconds(),

@@ -179,11 +179,15 @@ def _object_change(res: dict[str, Any]) -> Change:
 
 async def preview_ansible(watch: model.AnsibleWatch, cr: dict[str, Any], cluster: ClusterClient,
                           ref: ResourceRef, project_dir: Path) -> list[Change]:
+    from hybrid_operator.ansible import extravars
     from hybrid_operator.ansible.environment import ansible_env
     from hybrid_operator.ansible.runner import AnsibleRunner
     from hybrid_operator.ansible.runs import RunRequest
     from hybrid_operator.config.settings import Settings
 
+    refused = extravars.refusals(cr, watch)
+    if refused:  # the operator would refuse this spec before running anything (docs/security.md)
+        raise PreviewError("the operator would refuse this resource and run nothing: " + "; ".join(refused))
     meta = cr["metadata"]
     connection = cluster.connection()
     guard = DryRunGuard(connection, {ref.path(meta["namespace"], meta["name"]): cr})
