@@ -171,7 +171,7 @@ class ObjectApi:
         metadata.check_no_new_finalizers(info, existing, new)
         warnings = strategies.prepare(info, new, opts)
         generation.carry_generation(info, existing, new)
-        strategies.prepare_for_update(info, existing, new)
+        strategies.prepare_for_update(self.store, info, existing, new)
         if not applied:
             new = managedfields.record_update(existing, new, kind=info.kind, manager=opts.manager(),
                                          api_version=info.group_version, now=clock.now_rfc3339(),
