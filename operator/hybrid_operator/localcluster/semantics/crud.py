@@ -22,6 +22,7 @@ from hybrid_operator.localcluster import clock, errors, objects
 from hybrid_operator.localcluster.resources import CRDS_KEY, NAMESPACES_KEY, Registry, ResourceInfo
 from hybrid_operator.localcluster.semantics import (
     applying,
+    conversion,
     crds,
     deletion,
     generation,
@@ -77,6 +78,8 @@ class ObjectApi:
         """The stored object as seen through ``info``'s group/version."""
         if obj.get("apiVersion") == info.group_version:
             return obj
+        if conversion.converts(info):
+            return conversion.to_version(info, obj)
         converted = dict(obj) if share else obj
         converted["apiVersion"] = info.group_version
         return converted
@@ -100,7 +103,7 @@ class ObjectApi:
         applied: bool = False,
     ) -> Outcome:
         """POST; ``applied`` when server-side apply made ``body`` (its managedFields are kept as they are)."""
-        obj = metadata.checked_body(info, namespace, body)
+        obj = conversion.to_storage(info, metadata.checked_body(info, namespace, body))
         managed = obj["metadata"].get("managedFields") if applied else None
         name = metadata.name_for_create(
             info, obj["metadata"], lambda taken: self.store.peek(info.storage_key, namespace, taken) is not None)
@@ -122,7 +125,7 @@ class ObjectApi:
                                          api_version=info.group_version, now=clock.now_rfc3339())
         if not opts.dry_run:
             self._write(info, obj, None)
-        return Outcome(copy.deepcopy(obj), 201, warnings)
+        return Outcome(self.as_version(info, copy.deepcopy(obj)), 201, warnings)
 
     def _check_namespace_open(self, info: ResourceInfo, namespace: str, name: str) -> None:
         """New objects need an existing namespace that is not terminating (the NamespaceLifecycle admission)."""
@@ -166,7 +169,7 @@ class ObjectApi:
         applied: bool,
     ) -> Outcome:
         """Common tail of PUT and PATCH: merge with the stored object's server fields and store."""
-        new = _written(info, existing, obj, subresource)
+        new = _written(info, existing, conversion.to_storage(info, obj), subresource)
         metadata.keep_server_fields(existing, new)
         metadata.check_no_new_finalizers(info, existing, new)
         warnings = strategies.prepare(info, new, opts)
@@ -178,14 +181,14 @@ class ObjectApi:
                                          subresource=subresource or None)
         new["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         if generation.same_content(existing, new):
-            return Outcome(existing, 200, warnings)
+            return Outcome(self.as_version(info, existing), 200, warnings)
         if opts.dry_run:
-            return Outcome(new, 200, warnings)
+            return Outcome(self.as_version(info, new), 200, warnings)
         if deletion.finished(info, new):
             self._remove(info, new)
         else:
             self._write(info, new, existing)
-        return Outcome(copy.deepcopy(new), 200, warnings)
+        return Outcome(self.as_version(info, copy.deepcopy(new)), 200, warnings)
 
     # -- patch ---------------------------------------------------------------------
 
