@@ -7,7 +7,7 @@ A Job keeps up to ``parallelism`` Pods active (``generateName``
 the simulated kubelet lets each exit 0 after a short run.  Then the Job gets
 kube's ``SuccessCriteriaMet`` and ``Complete`` conditions, its
 ``completionTime`` and a ``Completed`` Event, and is deleted
-``ttlSecondsAfterFinished`` later when that is set.  A suspended Job starts
+``ttlSecondsAfterFinished`` later (2 s at the least) when that is set.  A suspended Job starts
 no Pod.  Pods never fail here, so ``backoffLimit`` is never reached.
 """
 
@@ -22,6 +22,9 @@ from hybrid_operator.localcluster.controllers.view import ClusterView
 from hybrid_operator.localcluster.resources import JOBS_KEY, PODS_KEY
 
 COMPONENT = "job-controller"
+# kube's TTL-after-finished controller acts through a work queue, never in the same instant the Job
+# finished: helm's hook watcher must see a ``ttlSecondsAfterFinished: 0`` Job Complete before it goes.
+TTL_FLOOR = 2.0
 DONE_MESSAGE = "Reached expected number of succeeded pods"
 
 
@@ -124,7 +127,7 @@ class JobController:
         if ttl is None or done is None or objects.uid(job) in self._expiring:
             return
         self._expiring.add(objects.uid(job))
-        delay = ttl - (clock.now() - done).total_seconds()
+        delay = max(ttl - (clock.now() - done).total_seconds(), TTL_FLOOR)
         key = (JOBS_KEY, objects.namespace(job), objects.name(job))
         self.view.later(delay, self._expire, key, objects.uid(job))
 
