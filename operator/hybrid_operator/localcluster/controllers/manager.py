@@ -6,8 +6,10 @@ finishes what it left undone), then handles each committed change in order:
 the index follows, then the change goes to the controllers that care.  The
 garbage collector and namespace termination react at once; every other
 controller's sync is queued with :meth:`~.view.ClusterView.soon`, keyed by
-object, and the queue runs once the feed is drained, so a burst of changes
-to one workload's Pods costs one sync of the workload.  A change to an
+object, and the queued syncs run only once every committed change has been
+handled (so the index has caught up with the controllers' own writes, and a
+ReplicaSet never counts its Pods before it sees the ones it just made): a
+burst of changes to one workload's Pods costs one sync of the workload.  A change to an
 object with a controlling owner (a Pod of a ReplicaSet, a ReplicaSet of a
 Deployment, a Job of a CronJob) also queues the owner's sync.
 
@@ -69,7 +71,7 @@ Sync = Callable[[dict[str, Any]], None]
 # Dependents whose changes wake their controlling owner, and the owners that care.
 WAKING = frozenset({PODS_KEY, REPLICASETS_KEY, JOBS_KEY})
 WORKLOADS = frozenset({DEPLOYMENTS_KEY, REPLICASETS_KEY, STATEFULSETS_KEY, DAEMONSETS_KEY, JOBS_KEY, CRONJOBS_KEY})
-FLUSH_EVERY = 200  # changes handled at most before queued syncs run even if the feed is not drained
+SETTLE_ROUNDS = 20  # rounds of (drain the feed, run the queued syncs) before requests get a turn
 
 
 @dataclass(frozen=True)
@@ -140,17 +142,25 @@ class ControllerManager:
         self.view.api.store.changes.unsubscribe(self._queue)
 
     async def _run(self) -> None:
+        self.view.settle = self._settle
         safely(self._resync)
-        self.view.flush()
-        handled = 0
+        self._settle()
         while True:
             change = await self._queue.get()
             safely(self._handle, change)
-            handled += 1
-            if self._queue.empty() or handled >= FLUSH_EVERY:
-                self.view.flush()
-                handled = 0
+            self._settle()
             await asyncio.sleep(0)
+
+    def _settle(self) -> None:
+        """Handle every queued change, then run the queued syncs; again while they write (a bounded number of
+        rounds, so a long cascade still lets requests in between: what is left runs after the next change)."""
+        for _ in range(SETTLE_ROUNDS):
+            while not self._queue.empty():
+                safely(self._handle, self._queue.get_nowait())
+            if not self.view.pending:
+                return
+            self.view.flush()
+        self.view.later(0.0, lambda: None)  # the rest: after the requests waiting meanwhile
 
     def _resync(self) -> None:
         """Start-up: index everything, start the node, then react to every object as if it had just changed."""

@@ -47,15 +47,18 @@ class ClusterView:
     """The object API and the index, as the controllers see them.
 
     Besides reading and writing, a controller can ask for work *soon* (once
-    the change feed is drained: many changes to one owner's Pods then cost
-    one sync of the owner) or *later* (after a delay: a Pod's short run, a
-    CronJob's next minute, a Lease's renewal).
+    the change feed is drained, so the index has caught up with every write:
+    many changes to one owner's Pods then cost one sync of the owner) or
+    *later* (after a delay: a Pod's short run, a CronJob's next minute, a
+    Lease's renewal).  :attr:`settle` is what runs that work: the controller
+    manager sets it to drain its change queue first, then :meth:`flush`.
     """
 
     def __init__(self, api: ObjectApi) -> None:
         self.api = api
         self.index = ObjectIndex()
         self.pending: dict[tuple[str, Key], Callable[[], None]] = {}
+        self.settle: Callable[[], None] = self.flush
         self._timers: set[asyncio.TimerHandle] = set()
 
     def soon(self, what: str, key: Key, func: Callable[..., Any], *args: Any) -> None:
@@ -64,10 +67,10 @@ class ClusterView:
         self.pending[(what, key)] = lambda: safely(func, *args)
 
     def flush(self) -> None:
-        """Run the work asked for with :meth:`soon` (and whatever that asks for in turn)."""
-        while self.pending:
-            first = next(iter(self.pending))
-            self.pending.pop(first)()
+        """Run the work asked for with :meth:`soon` so far (what that asks for waits for the next flush)."""
+        batch, self.pending = self.pending, {}
+        for work in batch.values():
+            work()
 
     def later(self, delay: float, func: Callable[..., Any], *args: Any) -> None:
         """Run ``func(*args)`` after ``delay`` seconds (dropped when the controllers stop)."""
@@ -77,7 +80,7 @@ class ClusterView:
         def fire() -> None:
             self._timers.discard(handle)
             safely(func, *args)
-            self.flush()
+            self.settle()
 
         handle = loop.call_later(max(0.0, delay), fire)
         self._timers.add(handle)
