@@ -15,7 +15,9 @@ controllers do together:
 * claims carry ``kubernetes.io/pvc-protection`` and volumes
   ``kubernetes.io/pv-protection``: a deleted claim goes once no running Pod
   uses it, and its volume is then Released and, with reclaim policy Delete,
-  deleted; a deleted volume goes once no claim is bound to it.
+  deleted; a deleted volume goes once no claim is bound to it;
+* a Pod's generic ephemeral volume gets its claim ``<pod>-<volume>``, owned
+  by the Pod (kube's ephemeral volume controller).
 """
 
 from __future__ import annotations
@@ -259,8 +261,26 @@ class StorageController:
 
     # -- pods ----------------------------------------------------------------------------------
 
+    def _ephemeral_claims(self, pod: dict[str, Any]) -> None:
+        for volume in objects.dig(pod, "spec", "volumes") or []:
+            template = objects.dig(volume, "ephemeral", "volumeClaimTemplate") if isinstance(volume, dict) else None
+            if not isinstance(template, dict) or objects.deleting(pod):
+                continue
+            namespace, name = objects.namespace(pod), f"{objects.name(pod)}-{volume.get('name', '')}"
+            if self.view.peek((PERSISTENTVOLUMECLAIMS_KEY, namespace, name)) is not None:
+                continue
+            meta = dict(template.get("metadata") or {})
+            meta.update(name=name, namespace=namespace, ownerReferences=[{
+                "apiVersion": "v1", "kind": "Pod", "name": objects.name(pod), "uid": objects.uid(pod),
+                "controller": True, "blockOwnerDeletion": True}])
+            self.view.create(PERSISTENTVOLUMECLAIMS_KEY, namespace, {
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+                "spec": dict(template.get("spec") or {})})
+
     def pod_changed(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         """A Pod came, went or finished: the claims it names may now bind or be released."""
+        if new is not None and old is None:
+            self._ephemeral_claims(new)
         if old is not None and new is not None and pods.phase(old) == pods.phase(new) and \
                 claim_names(old) == claim_names(new):
             return
