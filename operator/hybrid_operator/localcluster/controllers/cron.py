@@ -20,7 +20,7 @@ MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 *
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-SEARCH_LIMIT = 5 * 366 * 24 * 60  # steps; a schedule that never fires (Feb 30) gives up
+HORIZON = timedelta(days=5 * 366)  # a schedule that never fires (Feb 30) gives up after this
 
 
 class ScheduleError(ValueError):
@@ -48,7 +48,8 @@ class Schedule:
     def next_after(self, moment: datetime) -> datetime | None:
         """The first time strictly after ``moment`` the schedule fires (aware, in UTC), or None."""
         current = moment.astimezone(self.zone).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        for _ in range(SEARCH_LIMIT):
+        horizon = current + HORIZON
+        while current < horizon:
             if current.month not in self.months:
                 current = (current.replace(day=1, hour=0, minute=0) + timedelta(days=32)).replace(day=1)
             elif not self.matches_day(current):
