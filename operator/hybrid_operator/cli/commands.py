@@ -30,7 +30,7 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--kubeconfig", type=Path, default=Path(".hybrid/kubeconfig"),
                         help="kubeconfig written once the server accepts requests (default .hybrid/kubeconfig)")
     parser.add_argument("--no-controllers", action="store_true",
-                        help="turn off the fake readiness/garbage-collection/namespace controllers")
+                        help="turn off every controller (simulated node, garbage collection, namespaces, ...)")
     parser.add_argument("--no-simulated-node", action="store_true",
                         help="no Node and no Pods: workloads are only reported ready (bare objects)")
     parser.add_argument("--bookmark-interval", type=float, default=30.0,
