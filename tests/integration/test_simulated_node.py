@@ -149,6 +149,18 @@ def test_deployment_pods_follow_scaling_and_rollouts(shared_cluster: Cluster, ns
     assert any(m.startswith("Scaled down replica set web-") and m.endswith("from 3 to 1") for m in messages)
 
 
+def test_a_large_replica_set_gets_exactly_its_pods(shared_cluster: Cluster, ns: str) -> None:
+    apply(shared_cluster, ns, workload("Deployment", "many", replicas=40))
+    shared_cluster.kubectl("rollout", "status", "deployment/many", "-n", ns, "--timeout=60s")
+    time.sleep(1)  # anything made twice would show by now
+    found = pods(shared_cluster, ns)
+    assert len(found) == 40
+    assert len({pod["status"]["podIP"] for pod in found}) == 40
+    shared_cluster.kubectl("scale", "deployment/many", "--replicas=5", "-n", ns)
+    shared_cluster.kubectl("rollout", "status", "deployment/many", "-n", ns, "--timeout=60s")
+    wait_until("five Pods", lambda: len(pods(shared_cluster, ns)) == 5)
+
+
 def test_statefulset_pods_are_ordinal_with_claims_and_revisions(shared_cluster: Cluster, ns: str) -> None:
     claim = {"metadata": {"name": "data"},
              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}}
