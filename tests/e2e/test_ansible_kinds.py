@@ -49,7 +49,9 @@ def test_website_role_and_realibox_playbook_lifecycle(cluster: Cluster, start_op
     assert running is not None and running["reason"] == "Successful"
     assert running["message"] == "Awaiting next reconciliation"
     result = running["ansibleResult"]
-    assert result["failures"] == 0 and result["ok"] >= 3 and result["changed"] >= 2
+    # the first run changes things; the deployment controller then annotates the new Deployment (its revision),
+    # a dependent change that brings one more run, which changes nothing (as on a real cluster): either may show
+    assert result["failures"] == 0 and result["ok"] >= 3
     failure = condition(site, "Failure")
     assert failure is not None and failure["status"] == "False"
     assert site["status"]["observedGeneration"] == 1

@@ -87,7 +87,7 @@ def test_sigterm_restart_keeps_objects_versions_crds_and_credentials(cluster: Cl
     assert_all_back(cluster, before)
     assert_crd_served(cluster)
     out = cluster.kubectl("get", "configmaps", "-n", NS, "-o", "jsonpath={.items[*].metadata.name}").stdout
-    assert out.split() == ["cm-0", "cm-1", "cm-2"]
+    assert out.split() == ["cm-0", "cm-1", "cm-2", "kube-root-ca.crt"]
     cluster.kubectl("create", "configmap", "after", "-n", NS, "--from-literal=a=b")
     fresh = get(cluster, f"{CM}/after")
     assert int(fresh["metadata"]["resourceVersion"]) > last_rv

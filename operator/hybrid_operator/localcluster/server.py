@@ -5,7 +5,8 @@ keeps its objects in ``<data-dir>/state.db`` (or in memory), serves TLS with
 its own CA (see :mod:`tls`: client-go never sends a token over plain http),
 authenticates every request with a bearer token generated once per data dir, writes a
 kubeconfig for kubectl/helm/the operator once it accepts requests, runs the
-fake controllers, and stops cleanly on SIGTERM/SIGINT.
+fake controllers (with the simulated node, unless turned off), and stops
+cleanly on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from hybrid_operator.localcluster import files, tls
 from hybrid_operator.localcluster.apiserver import app, decoding
 from hybrid_operator.localcluster.apiserver.audit import AuditLog
 from hybrid_operator.localcluster.apiserver.context import ServerConfig
-from hybrid_operator.localcluster.controllers.manager import ControllerManager
+from hybrid_operator.localcluster.controllers.manager import ControllerManager, ControllerSettings
 from hybrid_operator.localcluster.resources import Registry
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
@@ -47,6 +48,7 @@ class ClusterOptions:
     in_memory: bool = False
     kubeconfig: Path | None = Path(".hybrid/kubeconfig")
     controllers: bool = True
+    simulated_node: bool = True  # a Node whose kubelet runs (pretends to run) the Pods workloads make
     bookmark_interval: float = 30.0
     watch_history: int = 20000  # change events kept for watch resume (older RVs get 410 Expired)
     host: str = "127.0.0.1"
@@ -132,7 +134,9 @@ class ClusterServer:
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
         if self.options.controllers:
-            self._controllers = ControllerManager(self.api)
+            settings = ControllerSettings(simulated_node=self.options.simulated_node, api_port=self.port,
+                                          ca_pem=self.certs.ca_cert.read_text())
+            self._controllers = ControllerManager(self.api, settings)
             self._controllers.start()
         if self.options.kubeconfig is not None:
             files.write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,

@@ -26,6 +26,7 @@ from hybrid_operator.localcluster.semantics import (
     applying,
     builtinschemas,
     builtinvalidation,
+    conversion,
     crds,
     deletion,
     generation,
@@ -90,6 +91,8 @@ class ObjectApi:
         obj = self._pruned(info, obj)
         if obj.get("apiVersion") == info.group_version:
             return obj
+        if conversion.converts(info):
+            return conversion.to_version(info, obj)
         converted = dict(obj) if share else obj
         converted["apiVersion"] = info.group_version
         return converted
@@ -114,6 +117,7 @@ class ObjectApi:
     ) -> Outcome:
         """POST; ``applied`` when server-side apply made ``body`` (its managedFields are kept as they are)."""
         obj, decode_warnings = _decoded(info, namespace, body, opts, required=True)
+        obj = conversion.to_storage(info, obj)
         managed = obj["metadata"].get("managedFields") if applied else None
         name = metadata.name_for_create(
             info, obj["metadata"], lambda taken: self.store.peek(info.storage_key, namespace, taken) is not None)
@@ -137,7 +141,7 @@ class ObjectApi:
                                          api_version=info.group_version, now=clock.now_rfc3339())
         if not opts.dry_run:
             self._write(info, obj, None)
-        return Outcome(copy.deepcopy(obj), 201, warnings)
+        return Outcome(self.as_version(info, copy.deepcopy(obj)), 201, warnings)
 
     def _check_namespace_open(self, info: ResourceInfo, namespace: str, name: str) -> None:
         """New objects need an existing namespace that is not terminating (the NamespaceLifecycle admission)."""
@@ -181,7 +185,7 @@ class ObjectApi:
         warnings: builtins.list[str] | None = None,
     ) -> Outcome:
         """Common tail of PUT and PATCH: merge with the stored object's server fields and store."""
-        new = _written(info, existing, obj, subresource)
+        new = _written(info, existing, conversion.to_storage(info, obj), subresource)
         metadata.keep_server_fields(existing, new)
         metadata.check_no_new_finalizers(info, existing, new)
         warnings = (warnings or []) + strategies.prepare(info, new, opts, old=existing)
@@ -193,21 +197,21 @@ class ObjectApi:
             if changed:
                 raise errors.invalid(info.kind, info.group, objects.name(existing), changed)
         generation.carry_generation(info, existing, new)
-        strategies.prepare_for_update(info, existing, new)
+        strategies.prepare_for_update(self.store, info, existing, new)
         if not applied:
             new = managedfields.record_update(existing, new, kind=info.kind, manager=opts.manager(),
                                          api_version=info.group_version, now=clock.now_rfc3339(),
                                          subresource=subresource or None)
         new["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         if generation.same_content(existing, new):
-            return Outcome(existing, 200, warnings)
+            return Outcome(self.as_version(info, existing), 200, warnings)
         if opts.dry_run:
-            return Outcome(new, 200, warnings)
+            return Outcome(self.as_version(info, new), 200, warnings)
         if deletion.finished(info, new):
             self._remove(info, new)
         else:
             self._write(info, new, existing)
-        return Outcome(copy.deepcopy(new), 200, warnings)
+        return Outcome(self.as_version(info, copy.deepcopy(new)), 200, warnings)
 
     # -- patch ---------------------------------------------------------------------
 

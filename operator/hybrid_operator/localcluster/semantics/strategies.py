@@ -5,8 +5,8 @@ fields are reported (``fieldValidation=Warn``), rejected (``Strict``) or
 silently dropped (``Ignore``), then the object is pruned, defaulted and
 validated.  Built-in kinds get kube-apiserver's defaults.  A few kinds need
 more on create or update: Namespaces get the ``kubernetes`` finalizer, phase
-Active and their name label; Services get a cluster IP, kept across
-updates; CustomResourceDefinitions are validated and get their status (see
+Active and their name label; Services get a cluster IP and node ports
+(:mod:`.serviceips`), kept across updates; CustomResourceDefinitions are validated and get their status (see
 :mod:`.crds`).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from hybrid_operator.localcluster import errors, objects
 from hybrid_operator.localcluster.resources import CRDS_KEY, NAMESPACES_KEY, SERVICES_KEY, ResourceInfo
-from hybrid_operator.localcluster.semantics import celrules, crds, defaulting, schema
+from hybrid_operator.localcluster.semantics import celrules, crds, defaulting, schema, serviceips
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
 from hybrid_operator.localcluster.storage.store import Store
 
@@ -67,20 +67,12 @@ def prepare_for_create(store: Store, info: ResourceInfo, obj: dict[str, Any]) ->
         obj["status"] = {"phase": "Active"}
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
     elif info.storage_key == SERVICES_KEY:
-        spec = obj.setdefault("spec", {})
-        if spec.get("type", "ClusterIP") != "ExternalName" and not spec.get("clusterIP"):
-            used = {str(s.get("spec", {}).get("clusterIP")) for s in store.list(SERVICES_KEY)}
-            spec["clusterIP"] = defaulting.allocate_cluster_ip(used)
-            spec["clusterIPs"] = [spec["clusterIP"]]
+        serviceips.allocate_on_create(store.list(SERVICES_KEY), obj)
         obj.setdefault("status", {"loadBalancer": {}})
 
 
-def prepare_for_update(info: ResourceInfo, old: dict[str, Any], new: dict[str, Any]) -> None:
+def prepare_for_update(store: Store, info: ResourceInfo, old: dict[str, Any], new: dict[str, Any]) -> None:
     if info.storage_key == CRDS_KEY:
         crds.set_status(new)
     elif info.storage_key == SERVICES_KEY:
-        spec = new.setdefault("spec", {})
-        old_spec = old.get("spec", {})
-        if not spec.get("clusterIP") and old_spec.get("clusterIP"):
-            spec["clusterIP"] = old_spec["clusterIP"]
-            spec["clusterIPs"] = old_spec.get("clusterIPs", [old_spec["clusterIP"]])
+        serviceips.keep_on_update(store.list(SERVICES_KEY), old, new)
