@@ -325,12 +325,14 @@ def test_leader_election_failover(ops_cluster: Cluster, tmp_path: Path, monkeypa
             assert all(a[1] <= b[0] for a, b in itertools.pairwise(ordered)), (name, ordered)
 
         # a leader whose lease is taken stops at once: its running playbook is killed
-        apply(ops_cluster, cr("Sleep", "lost-nap", ns, {"seconds": 31.5}))
+        # (a length no other run on the machine sleeps, so that pgrep sees only this one)
+        seconds = f"31.{os.getpid() % 1000:03d}"
+        apply(ops_cluster, cr("Sleep", "lost-nap", ns, {"seconds": seconds}))
         wait_for(lambda: running(ops_cluster, "sleep", "lost-nap", ns), "the nap to run", timeout=60)
         ops_cluster.kubectl("patch", "lease", "ops-leader", "-n", ns, "--type", "merge",
                                "-p", '{"spec": {"holderIdentity": "intruder"}}')
         wait_for(lambda: records(standby, "leadership lost"), "the leader to notice", timeout=10)
-        wait_for(lambda: subprocess.run(["pgrep", "-f", "sleep 31.5"], check=False).returncode == 1,
+        wait_for(lambda: subprocess.run(["pgrep", "-f", f"sleep {seconds}"], check=False).returncode == 1,
                  "the playbook to be killed", timeout=10)
         assert not [r for r in records(standby, "run finished") if r.get("cr") == "lost-nap"]
         ops_cluster.kubectl("delete", "sleep", "lost-nap", "-n", ns)
