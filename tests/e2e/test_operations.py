@@ -112,9 +112,9 @@ def ops_cluster(shared_cluster: Cluster) -> Cluster:
 
 @pytest.fixture(scope="module")
 def ops(ops_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    """One operator for the `default` namespace, with a credential in its environment."""
+    """One operator for the module's namespace, with a credential in its environment."""
     saved = dict(os.environ)
-    os.environ.update(OPS_SECRET_TOKEN=SECRET, WATCH_NAMESPACE="default")
+    os.environ.update(OPS_SECRET_TOKEN=SECRET, WATCH_NAMESPACE=ops_cluster.namespace)
     try:
         operator = OperatorProcess(ops_cluster, WATCHES, tmp_path_factory.mktemp("ops"))
     finally:
@@ -130,8 +130,8 @@ def ops(ops_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 def test_metrics_move_by_exactly_the_reconciles(ops_cluster: Cluster, ops: OperatorProcess) -> None:
     before = scrape(ops)
-    apply(ops_cluster, *(cr("Tick", f"tick-{i}", "default") for i in range(20)))
-    wait_for(lambda: len(successful(ops_cluster, "ticks", "default")) >= 20, "20 Ticks to succeed")
+    apply(ops_cluster, *(cr("Tick", f"tick-{i}", ops_cluster.namespace) for i in range(20)))
+    wait_for(lambda: len(successful(ops_cluster, "ticks", ops_cluster.namespace)) >= 20, "20 Ticks to succeed")
 
     def delta(after: Samples, name: str, /, **labels: str) -> float:
         return sample(after, name, **labels) - sample(before, name, **labels)
@@ -162,7 +162,7 @@ def test_metrics_move_by_exactly_the_reconciles(ops_cluster: Cluster, ops: Opera
     assert version and version[0].startswith("version=")
 
     # a failing kind moves the error counter (its retries too: errors == results labelled error)
-    apply(ops_cluster, cr("Fail", "refused", "default"))
+    apply(ops_cluster, cr("Fail", "refused", ops_cluster.namespace))
     failed = wait_for(lambda: (s := scrape(ops)) and delta(s, "controller_runtime_reconcile_errors_total",
                                                            controller="Fail") >= 1 and s, "a Fail error")
     errors = delta(failed, "controller_runtime_reconcile_errors_total", controller="Fail")
@@ -170,7 +170,7 @@ def test_metrics_move_by_exactly_the_reconciles(ops_cluster: Cluster, ops: Opera
     assert delta(failed, "ansible_operator_reconcile_result", GVK="ops.hybrid.dev/v1, Kind=Fail",
                  result="failed") == errors
     assert delta(failed, "controller_runtime_reconcile_total", controller="Fail", result="requeue_after") == 0
-    ops_cluster.kubectl("delete", "fail", "refused", "-n", "default")
+    ops_cluster.kubectl("delete", "fail", "refused", "-n", ops_cluster.namespace)
 
 
 def test_playbook_metric_operations_are_checked(ops: OperatorProcess) -> None:
@@ -200,8 +200,9 @@ def test_playbook_metric_operations_are_checked(ops: OperatorProcess) -> None:
 
 
 def test_secrets_stay_out_of_logs_and_artifacts(ops_cluster: Cluster, ops: OperatorProcess) -> None:
-    apply(ops_cluster, cr("Tick", "tick-secret", "default"))
-    wait_for(lambda: "tick-secret" in successful(ops_cluster, "ticks", "default"), "tick-secret to succeed")
+    apply(ops_cluster, cr("Tick", "tick-secret", ops_cluster.namespace))
+    wait_for(lambda: "tick-secret" in successful(ops_cluster, "ticks", ops_cluster.namespace),
+             "tick-secret to succeed")
     stored = [p for p in ops.artifacts.rglob("*") if p.is_file()]
     runs = [p.parent for p in stored if p.name == "command" and "tick-secret" in str(p)]
     assert runs, "no ansible-runner artifacts for tick-secret"
@@ -344,7 +345,8 @@ def test_leader_election_failover(ops_cluster: Cluster, tmp_path: Path, monkeypa
 # -- API server outage -------------------------------------------------------------------------------
 
 
-def test_api_server_outage_and_recovery(cluster: Cluster, start_operator: StartOperator) -> None:
+def test_api_server_outage_and_recovery(own_cluster: Cluster, start_operator: StartOperator) -> None:
+    cluster = own_cluster  # this test stops the server
     cluster.kubectl("apply", "-f", str(FIXTURES / "crds.yaml"))
     operator = start_operator(cluster, WATCHES)
     wait_for(lambda: readyz(operator) == 200, "the operator to be ready")
