@@ -110,6 +110,7 @@ class Background:
 
     def finish(self, timeout: float = 30.0) -> int:
         code = self.process.wait(timeout=timeout)
+        self.reader.join(timeout=10)  # the last lines may still be on their way to the queue
         while not self.lines.empty():
             self.seen.append(self.lines.get())
         return code
