@@ -7,8 +7,9 @@ and a kubeconfig of their own whose context names their namespace, so ``kubectl`
 ``-n`` land there.
 
 * ``cluster``: a view with a namespace of this test's own, deleted after it.
-* ``shared_cluster``: a view with a namespace of this module's own; every namespace made while the
-  module ran is deleted after it (its helm releases, events and leases with it).
+* ``shared_cluster``: a view with a namespace of this module's own (named after the module, or its
+  ``SHARED_NAMESPACE``); every namespace made while the module ran is deleted after it (its helm
+  releases, events and leases with it).
 * ``own_cluster``: a server process of the test's own, for tests that stop, restart or kill the
   server, start it with other flags, or change what every namespace sees (deleting CRDs).
   A module whose tests all need one overrides ``cluster`` with it.
@@ -66,7 +67,7 @@ def shared_cluster(session_cluster: Cluster, tmp_path_factory: pytest.TempPathFa
     """The session's server, seen from a namespace of this module's own; the module's namespaces go after it."""
     module = request.module.__name__.rsplit(".", 1)[-1]
     before = namespace_names(session_cluster)
-    name = namespace_for(module)
+    name = namespace_for(getattr(request.module, "SHARED_NAMESPACE", module))
     create_namespace(session_cluster, name)
     try:
         yield session_cluster.view(tmp_path_factory.mktemp(module), name)

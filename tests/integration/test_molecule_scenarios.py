@@ -27,6 +27,8 @@ from support.cluster import REPO, Cluster
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 BIN = Path(sys.executable).parent
+#: the module's namespace (tests/conftest.py): not "molecule-...", which the cleanup check looks for
+SHARED_NAMESPACE = "scenarios"
 SCENARIOS = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
 REPRESENTATIVE = "website"
 CHOSEN = os.environ.get("MOLECULE_SCENARIOS", REPRESENTATIVE)
