@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from support.cluster import REPO, Cluster
+from support.metrics import parse_samples, sample
 from support.operator import OperatorProcess, apply, condition, get_or_none, open_crd, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -39,18 +41,30 @@ def run_count(operator: OperatorProcess, name: str, kind: str) -> int:
     return len([r for r in operator.runs(name, kind) if not r.get("finalizer")])
 
 
+def idle(operator: OperatorProcess, kind: str) -> bool:
+    """No reconcile of ``kind`` running or waiting to run, as the operator's /metrics says."""
+    address = operator.endpoint("metrics")
+    if not address:
+        return False
+    with urllib.request.urlopen(address + "/metrics", timeout=10) as response:
+        samples = parse_samples(response.read().decode())
+    return sample(samples, "controller_runtime_active_workers", controller=kind) == 0 and \
+        sample(samples, "workqueue_depth", name=kind) == 0
+
+
 def settle(operator: OperatorProcess, name: str, kind: str, quiet: float = 4.0) -> int:
-    """Wait until no run of the resource finished for ``quiet`` seconds (our own restores trigger one more)."""
-    deadline = time.monotonic() + 60
+    """Wait until no run of the resource finished for ``quiet`` seconds (our own restores trigger one more)
+    and none is running or queued (on a loaded machine a run outlasts the quiet period)."""
+    deadline = time.monotonic() + 120
     count, since = run_count(operator, name, kind), time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.5)
         current = run_count(operator, name, kind)
         if current != count:
             count, since = current, time.monotonic()
-        elif time.monotonic() - since >= quiet:
+        elif time.monotonic() - since >= quiet and idle(operator, kind):
             return count
-    pytest.fail(f"{kind} {name} kept being reconciled for 60 s")
+    pytest.fail(f"{kind} {name} kept being reconciled for 120 s")
 
 
 @pytest.fixture(scope="module")
