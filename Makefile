@@ -7,7 +7,7 @@ STAMP := $(VENV)/.setup-done
 export PATH := $(BIN):$(PATH)
 PYTEST_FLAGS ?=
 
-.PHONY: setup run cluster test test-unit test-integration lint bench-cluster clean manifests molecule
+.PHONY: setup run cluster test test-unit test-integration test-security lint bench-cluster clean manifests molecule
 
 setup: $(STAMP)
 
@@ -25,17 +25,21 @@ run: setup  ## local cluster + CRDs + operator + sample resources, with a live s
 cluster: setup  ## the embedded cluster alone, in the foreground
 	$(BIN)/hybrid-operator cluster
 
-lint: setup
+lint: setup  ## ruff, mypy --strict, import-linter contracts, complexity/size limits (radon)
 	$(BIN)/ruff check operator tests scripts benchmarks
 	$(BIN)/mypy
 	$(BIN)/mypy --strict scripts/install_tools.py benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/lint_complexity.py
 
 test-unit: setup
 	$(BIN)/pytest -m unit -q $(PYTEST_FLAGS)
 
 test-integration: setup
 	$(BIN)/pytest -m "integration or e2e" -q $(PYTEST_FLAGS)
+
+test-security: setup  ## the attacks of docs/security.md (also part of `make test`)
+	$(BIN)/pytest -m security -q $(PYTEST_FLAGS)
 
 test: setup lint
 	$(BIN)/pytest -q $(PYTEST_FLAGS)

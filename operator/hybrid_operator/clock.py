@@ -14,6 +14,12 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def micro_time(moment: datetime | None = None) -> str:
+    """``moment`` (default: now) as a ``metav1.MicroTime`` (Leases, ``events.k8s.io`` Events)."""
+    moment = now() if moment is None else moment
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def rfc3339(moment: datetime | None = None) -> str:
     """``moment`` (default: now) as Kubernetes renders a ``metav1.Time``: UTC, whole seconds."""
     moment = now() if moment is None else moment

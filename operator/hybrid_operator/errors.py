@@ -10,7 +10,9 @@ purpose is one of these classes:
 * :class:`PermanentError` -- retrying will not help until the object changes; the reconciler
   reports it as a ``Failure`` condition instead of retrying.
 
-The embedded cluster (``hybrid_operator.localcluster``) has its own errors and does not use these.
+Adapters' own errors derive from :class:`HybridOperatorError` too (``helm.client.HelmError`` carries what
+helm said and a :class:`~hybrid_operator.helm.client.HelmErrorKind`). The embedded cluster
+(``hybrid_operator.localcluster``) has its own errors and does not use these.
 """
 
 from __future__ import annotations

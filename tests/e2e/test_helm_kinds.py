@@ -102,6 +102,17 @@ def repo_operator(shared_cluster: Cluster, tmp_path_factory: pytest.TempPathFact
     process.stop()
 
 
+def fixture_watches(workdir: Path) -> Path:
+    """The fixture watches file with every chart as an absolute path, so it may live outside the fixtures."""
+    entries = yaml.safe_load((FIXTURES / "watches.yaml").read_text())
+    for entry in entries:
+        chart = entry["chart"]
+        entry["chart"] = str(REPO / "charts" / "memcached") if chart == "REPO_MEMCACHED_CHART" else str(FIXTURES / chart)
+    path = workdir / "watches.yaml"
+    path.write_text(yaml.safe_dump(entries))
+    return path
+
+
 @pytest.fixture(scope="module")
 def helm_operator(shared_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     """The Helm fixtures, with overrideValues taken from this process's environment, values masked."""
@@ -110,8 +121,8 @@ def helm_operator(shared_cluster: Cluster, tmp_path_factory: pytest.TempPathFact
     saved = {key: os.environ.get(key) for key in OVERRIDE_ENV}
     os.environ.update(OVERRIDE_ENV)
     try:
-        process = OperatorProcess(shared_cluster, FIXTURES / "watches.yaml", tmp_path_factory.mktemp("helm-operator"),
-                                  "--suppress-override-values")
+        workdir = tmp_path_factory.mktemp("helm-operator")
+        process = OperatorProcess(shared_cluster, fixture_watches(workdir), workdir, "--suppress-override-values")
     finally:
         for key, value in saved.items():
             if value is None:

@@ -22,7 +22,7 @@ import pytest
 from hybrid_operator.ansible import artifacts
 from hybrid_operator.ansible.runner import AnsibleRunner
 from hybrid_operator.ansible.runs import RunRequest, RunResult
-from hybrid_operator.config.watches import AnsibleWatch, Finalizer, GroupVersionKind
+from hybrid_operator.config.model import AnsibleWatch, Finalizer, GroupVersionKind
 
 pytestmark = pytest.mark.integration
 

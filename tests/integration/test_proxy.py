@@ -52,6 +52,10 @@ class ProxyThread:
     async def _record(self, owner: ownership.OwnerKey, child: ownership.ChildRef) -> None:
         self.children.append((owner, child))
 
+    def child_kinds(self, owner: ownership.OwnerKey) -> frozenset[ownership.ChildKind]:
+        """The kinds of dependents the proxy reported for ``owner`` so far."""
+        return frozenset(child.child_kind for key, child in self.children if key == owner)
+
     def run(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=30)
 
@@ -163,7 +167,7 @@ def test_python_client_create_gets_owner_reference(cluster: Cluster, proxy: Prox
     key = ownership.OwnerKey("example.com/v1", "Database", namespace, "orders")
     assert (key, ownership.ChildRef("v1", "", "v1", "ConfigMap", "configmaps", namespace, "child",
                                     "ownerReference")) in proxy.children
-    kinds = proxy.call(proxy.proxy.child_kinds, key)
+    kinds = proxy.child_kinds(key)
     assert ownership.ChildKind("", "v1", "ConfigMap", "configmaps", True, "ownerReference") in kinds
 
 
@@ -181,7 +185,7 @@ def test_cluster_scoped_child_gets_annotations(cluster: Cluster, proxy: ProxyThr
     assert "ownerReferences" not in live["metadata"]
     key = ownership.OwnerKey("example.com/v1", "Database", namespace, "orders")
     assert ownership.ChildKind("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False,
-                               "annotations") in proxy.call(proxy.proxy.child_kinds, key)
+                               "annotations") in proxy.child_kinds(key)
 
 
 def test_child_in_another_namespace_gets_annotations(cluster: Cluster, namespace: str,
@@ -329,7 +333,7 @@ def test_inject_false_only_forwards(cluster: Cluster, namespace: str, owner: dic
         live = cluster.get_json("configmap", "plain", "-n", namespace)
         assert "ownerReferences" not in live["metadata"]
         assert not plain.children
-        assert plain.call(plain.proxy.child_kinds, ownership.Owner.from_object(owner).key) == frozenset()
+        assert plain.child_kinds(ownership.Owner.from_object(owner).key) == frozenset()
     finally:
         plain.close()
 

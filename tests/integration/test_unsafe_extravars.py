@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from hybrid_operator.ansible.extravars import build_extra_vars
-from hybrid_operator.config.watches import AnsibleWatch, GroupVersionKind
+from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind
 
 pytestmark = pytest.mark.integration
 

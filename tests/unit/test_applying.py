@@ -8,16 +8,10 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.localcluster.applying import (
-    ApplyConflict,
-    apply,
-    field_paths,
-    fields_of,
-    fields_v1,
-    path_string,
-    record_update,
-)
-from hybrid_operator.localcluster.patching import json_patch, merge_patch, strategic_merge_patch
+from hybrid_operator.localcluster.semantics.applying import ApplyConflict, apply
+from hybrid_operator.localcluster.semantics.fieldpaths import field_paths, fields_of, fields_v1, path_string
+from hybrid_operator.localcluster.semantics.managedfields import record_update
+from hybrid_operator.localcluster.semantics.patching import json_patch, merge_patch, strategic_merge_patch
 
 pytestmark = pytest.mark.unit
 

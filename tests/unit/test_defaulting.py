@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.localcluster.defaulting import (
+from hybrid_operator.localcluster.errors import ApiError
+from hybrid_operator.localcluster.semantics.defaulting import (
     RESERVED_CLUSTER_IPS,
     allocate_cluster_ip,
     default_builtin,
     image_pull_policy,
 )
-from hybrid_operator.localcluster.errors import ApiError
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hybrid_operator.ansible import extravars
-from hybrid_operator.config.watches import AnsibleWatch, Finalizer, GroupVersionKind
+from hybrid_operator.config.model import AnsibleWatch, Finalizer, GroupVersionKind
 
 pytestmark = pytest.mark.unit
 
@@ -177,3 +177,67 @@ def test_result_shares_nothing_with_inputs() -> None:
     result["nested"]["k"] = "changed"
     assert cr == CR
     assert w.vars == {"nested": {"k": "v"}}
+
+
+# -- refusals: what a spec may not set (docs/security.md) --------------------------------------------
+
+REFUSED = [
+    ({"ansible_connection": "ssh"}, "ansible_connection"),
+    ({"ansibleConnection": "ssh"}, "ansible_connection"),  # after snake_case
+    ({"ansibleBecomeExe": "x"}, "ansible_become_exe"),
+    ({"ansible_python_interpreter": "/bin/false"}, "ansible_python_interpreter"),
+    ({"ansibleSshCommonArgs": "-o ProxyCommand=x"}, "ansible_ssh_common_args"),
+    ({"ansible_operator_meta": {"name": "other"}}, "ansible_operator_meta"),
+    ({"hostvars": {}}, "hostvars"),
+    ({"groups": ["all"]}, "groups"),
+    ({"inventoryHostname": "h"}, "inventory_hostname"),
+    ({"playbookDir": "/tmp"}, "playbook_dir"),
+    ({"rolePath": "/tmp"}, "role_path"),
+    ({"omit": "x"}, "omit"),
+    ({"_cache_example_com_memcached": {}}, "_cache_example_com_memcached"),
+    ({"_cache_example_com_memcached_spec": {}}, "_cache_example_com_memcached_spec"),
+    ({"Related": []}, "_related"),
+]
+
+
+@pytest.mark.parametrize(("spec", "name"), REFUSED, ids=[next(iter(case[0])) for case in REFUSED])
+def test_spec_keys_that_would_set_reserved_variables_are_refused(spec: dict[str, Any], name: str) -> None:
+    problems = extravars.refusals({"spec": spec}, watch())
+    assert len(problems) == 1
+    assert f"spec.{next(iter(spec))}:" in problems[0] and f'"{name}"' in problems[0]
+
+
+# Playbook keywords and Jinja globals (ansible-core's get_reserved_names()) steer nothing as variables,
+# and real SDK operators use them as spec keys.
+ALLOWED = ["name", "namespace", "port", "action", "args", "tags", "environment", "timeout", "vars", "connection",
+           "become", "hosts", "state", "size", "image", "range", "lookup", "replicas", "ansible", "my_ansible_x",
+           "Ansible_connection", "_ansible_connection", "ANSIBLE_CONNECTION"]
+
+
+@pytest.mark.parametrize("key", ALLOWED)
+def test_keywords_and_ordinary_keys_are_not_refused(key: str) -> None:
+    assert extravars.refusals({"spec": {key: "x"}}, watch()) == []
+
+
+def test_raw_key_is_checked_when_snake_case_is_off() -> None:
+    assert extravars.refusals({"spec": {"ansibleConnection": "ssh"}}, watch(snake_case_parameters=False)) == []
+    problems = extravars.refusals({"spec": {"ansible_connection": "ssh"}}, watch(snake_case_parameters=False))
+    assert len(problems) == 1 and "ansible_connection" in problems[0]
+
+
+def test_snake_case_collisions_name_both_keys_at_any_depth() -> None:
+    spec = {"fooBar": 1, "foo_bar": 2, "nested": {"aBc": 1, "a_bc": 2, "list": [{"xYz": 1, "x_yz": 2}]}}
+    problems = extravars.refusals({"spec": spec}, watch())
+    assert problems == [
+        'spec.fooBar and spec.foo_bar both become "foo_bar" after snake_case conversion; keep only one of them',
+        'spec.nested.aBc and spec.nested.a_bc both become "a_bc" after snake_case conversion; keep only one of them',
+        'spec.nested.list[0].xYz and spec.nested.list[0].x_yz both become "x_yz" after snake_case conversion; '
+        "keep only one of them",
+    ]
+    assert extravars.refusals({"spec": spec}, watch(snake_case_parameters=False)) == []
+
+
+def test_ordinary_specs_are_not_refused() -> None:
+    spec = {key: value for key, value in CR["spec"].items() if key != "ansible_operator_meta"}
+    assert extravars.refusals({**CR, "spec": spec}, watch()) == []
+    assert extravars.refusals({"spec": None}, watch()) == []

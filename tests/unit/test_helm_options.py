@@ -10,8 +10,8 @@ import pytest
 
 from hybrid_operator import errors
 from hybrid_operator.config import values
+from hybrid_operator.config.model import GroupVersionKind, HelmWatch
 from hybrid_operator.config.settings import Settings
-from hybrid_operator.config.watches import GroupVersionKind, HelmWatch
 from hybrid_operator.helm import reconciler as helm_reconciler
 
 pytestmark = pytest.mark.unit

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.localcluster.mergekeys import list_strategy, list_type, map_is_atomic
-from hybrid_operator.localcluster.patching import (
+from hybrid_operator.localcluster.semantics.mergekeys import list_strategy, list_type, map_is_atomic
+from hybrid_operator.localcluster.semantics.patching import (
     PatchError,
     PatchTestFailed,
     json_equal,

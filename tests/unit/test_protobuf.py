@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.localcluster import protobuf
+from hybrid_operator.localcluster.apiserver import protobuf
 from hybrid_operator.localcluster.errors import ApiError
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hybrid_operator.ansible import artifacts
-from hybrid_operator.config.watches import GroupVersionKind
+from hybrid_operator.config.model import GroupVersionKind
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import yaml
 
 from hybrid_operator import __version__
 from hybrid_operator.authoring import scaffold
-from hybrid_operator.config import watches
+from hybrid_operator.config import model, watches
 from hybrid_operator.errors import ConfigurationError
 
 pytestmark = pytest.mark.unit
@@ -57,7 +57,7 @@ def test_init_refuses_a_bad_domain(tmp_path: Path) -> None:
 def test_create_api_role(project_dir: Path) -> None:
     scaffold.create_api(project_dir, scaffold.ApiRequest("shop", "v1alpha1", "Shop", "role"))
     (watch,) = watches.load(project_dir / "watches.yaml", {})
-    assert isinstance(watch, watches.AnsibleWatch)
+    assert isinstance(watch, model.AnsibleWatch)
     assert str(watch.gvk) == "shop.example.com/v1alpha1 Shop"
     assert watch.role == project_dir / "roles" / "shop"
     tasks = (project_dir / "roles/shop/tasks/main.yml").read_text()
@@ -95,7 +95,7 @@ def test_create_api_new_chart_and_imported_chart(project_dir: Path, tmp_path: Pa
     (source / "templates/cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")
     scaffold.create_api(project_dir, scaffold.ApiRequest("cache", "v1", "Ext", "chart", chart=source))
     loaded = {w.gvk.kind: w for w in watches.load(project_dir / "watches.yaml", {})}
-    assert isinstance(loaded["Ext"], watches.HelmWatch) and loaded["Ext"].chart == project_dir / "charts/ext"
+    assert isinstance(loaded["Ext"], model.HelmWatch) and loaded["Ext"].chart == project_dir / "charts/ext"
     assert (project_dir / "charts/ext/templates/cm.yaml").is_file()
     assert yaml.safe_load((project_dir / "config/samples/cache_v1_ext.yaml").read_text())["spec"] == {"size": 3}
     scenario = yaml.safe_load((project_dir / "molecule/cache/molecule.yml").read_text())

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from hybrid_operator.localcluster.errors import invalid
-from hybrid_operator.localcluster.schema import (
+from hybrid_operator.localcluster.semantics.schema import (
     apply_defaults,
     go_value,
     prepare,

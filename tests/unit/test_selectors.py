@@ -7,17 +7,19 @@ from typing import Any
 import pytest
 
 from hybrid_operator.localcluster.errors import ApiError
-from hybrid_operator.localcluster.selectors import (
+from hybrid_operator.localcluster.semantics.fieldselectors import (
     EVERYTHING_FIELDS,
+    FieldSelector,
+    parse_field_selector,
+    supported_fields,
+)
+from hybrid_operator.localcluster.semantics.labelselectors import (
     EVERYTHING_LABELS,
     NOTHING_LABELS,
-    FieldSelector,
     LabelSelector,
     Operator,
     from_label_selector_object,
-    parse_field_selector,
     parse_label_selector,
-    supported_fields,
 )
 
 pytestmark = pytest.mark.unit

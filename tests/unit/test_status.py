@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from hybrid_operator import clock
 from hybrid_operator.ansible import status as ansible_status
 from hybrid_operator.controller import conditions
 from hybrid_operator.helm import status as helm_status
@@ -26,7 +27,7 @@ def t(minutes: int) -> datetime:
 
 
 def ts(minutes: int) -> str:
-    return conditions.format_time(t(minutes))
+    return clock.rfc3339(t(minutes))
 
 
 R1 = ansible_status.AnsibleResult(ok=3, changed=1, skipped=0, failures=0, completion="2024-05-01T10:01:00.5")
@@ -82,7 +83,7 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
     ],
 )
 def test_format_time(moment: datetime, expected: str) -> None:
-    assert conditions.format_time(moment) == expected
+    assert clock.rfc3339(moment) == expected
 
 
 @pytest.mark.parametrize(

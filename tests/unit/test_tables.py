@@ -7,12 +7,9 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.localcluster.tables import (
-    human_duration,
-    jsonpath,
-    parse_table_accept,
-    table,
-)
+from hybrid_operator.localcluster.apiserver.jsonpath import jsonpath
+from hybrid_operator.localcluster.apiserver.tables import parse_table_accept, table
+from hybrid_operator.localcluster.clock import human_duration
 
 pytestmark = pytest.mark.unit
 

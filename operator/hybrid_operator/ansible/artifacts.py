@@ -18,11 +18,11 @@ import re
 import secrets
 import shutil
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hybrid_operator.config.watches import GroupVersionKind
+from hybrid_operator import clock
+from hybrid_operator.config.model import GroupVersionKind
 
 CORE_GROUP_DIR = "_core"
 CLUSTER_SCOPE_DIR = "_cluster"
@@ -32,7 +32,7 @@ _IDENT = re.compile(r"\d{8}T\d{12}Z-[0-9a-f]{8}")
 
 def new_ident() -> str:
     """A unique run ident whose name sorts by creation time: ``20261130T101500123456Z-1a2b3c4d``."""
-    return f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(4)}"
+    return f"{clock.now():%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(4)}"
 
 
 def cr_dir(root: Path, gvk: GroupVersionKind, namespace: str, name: str) -> Path:

@@ -17,6 +17,12 @@ and 4 -- is wrapped as ``{"__ansible_unsafe": "..."}``. ansible-core's JSON load
 unsafe text when it reads ``-e @extravars``, so a ``{{ ... }}`` typed into a CR is never templated.
 The ``name``/``namespace`` in 2 are Kubernetes names (no braces possible) and stay plain; the
 watch's own ``vars`` are the operator author's and are templated as usual.
+
+Different on purpose (docs/ansible.md, docs/security.md): :func:`refusals` lists why a spec may not
+reach Ansible at all -- a top-level key that would set one of Ansible's own variables
+(:mod:`hybrid_operator.ansible.reserved`) or one the operator sets, and keys of one map that
+snake_case to the same name (the SDK lets one of them win silently, depending on key order). The
+reconciler refuses such a CR before anything runs.
 """
 
 from __future__ import annotations
@@ -26,10 +32,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hybrid_operator.config.watches import AnsibleWatch, GroupVersionKind
+from hybrid_operator.ansible import reserved
+from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind
 
 UNSAFE_KEY = "__ansible_unsafe"
 META_KEY = "ansible_operator_meta"
+#: the objects of the watch's ``triggers`` (set by the reconciler, after the SDK's extra vars)
+RELATED_KEY = "_related"
 
 # Acronyms kept whole by the SDK's conversion (with an optional plural "s").
 _SPECIAL_WORDS = ("HTTP", "URL", "IP")
@@ -173,3 +182,62 @@ def build_extra_vars(cr: Mapping[str, Any], watch: AnsibleWatch, *, finalizer: b
     if finalizer and watch.finalizer is not None:
         extra_vars.update(copy.deepcopy(watch.finalizer.vars))
     return extra_vars
+
+
+def operator_names(gvk: GroupVersionKind) -> tuple[str, ...]:
+    """The extra vars the operator itself sets for every run of ``gvk``'s objects."""
+    key = object_key(gvk)
+    return META_KEY, key, f"{key}_spec", RELATED_KEY
+
+
+def refusals(cr: Mapping[str, Any], watch: AnsibleWatch) -> list[str]:
+    """Why ``cr``'s spec may not reach Ansible, one message per offending key; empty when it may.
+
+    A top-level key is refused when the variable it becomes (its snake_case form, or the key itself
+    with ``snakeCaseParameters: false``) -- or the raw key -- is one of Ansible's own names or one
+    the operator sets (:func:`operator_names`). With snake_case conversion on, keys of one map
+    (at any depth, maps inside lists included) that convert to the same name are refused too.
+    """
+    raw_spec = cr.get("spec")
+    spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+    own = operator_names(watch.gvk)
+    problems: list[str] = []
+    for key in spec:
+        if not isinstance(key, str):
+            continue
+        variable = to_snake(key) if watch.snake_case_parameters else key
+        hit = reserved.reserved_among(dict.fromkeys((variable, key)), own)
+        if hit:
+            problems.append(_reserved_message(key, variable, hit[0], own))
+    if watch.snake_case_parameters:
+        problems.extend(_collisions(spec, "spec"))
+    return problems
+
+
+def _reserved_message(key: str, variable: str, name: str, own: tuple[str, ...]) -> str:
+    becomes = f'becomes the variable "{variable}"; ' if variable != key else ""
+    if name in own:
+        return f'spec.{key}: {becomes}"{name}" is set by the operator itself; a custom resource may not set it'
+    return (f'spec.{key}: {becomes}"{name}" is a reserved Ansible variable (connection, privilege escalation, '
+            "interpreter or magic variable); a custom resource may not set it")
+
+
+def _collisions(value: Any, path: str) -> list[str]:
+    """Keys of one map (recursively) whose snake_case forms are equal, as messages naming both keys."""
+    problems: list[str] = []
+    if isinstance(value, Mapping):
+        groups: dict[Any, list[str]] = {}
+        for key in value:
+            if isinstance(key, str):
+                groups.setdefault(to_snake(key), []).append(key)
+        for converted, keys in groups.items():
+            if len(keys) > 1:
+                named = " and ".join(f"{path}.{key}" for key in sorted(keys))
+                problems.append(f'{named} both become "{converted}" after snake_case conversion; '
+                                "keep only one of them")
+        for key, item in value.items():
+            problems.extend(_collisions(item, f"{path}.{key}"))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            problems.extend(_collisions(item, f"{path}[{index}]"))
+    return problems

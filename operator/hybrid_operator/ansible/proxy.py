@@ -12,6 +12,18 @@ create or restate a whole object get the owner link described in
 The proxy speaks HTTPS with a throwaway CA of its own, put in every run
 kubeconfig: client-go (kubectl, helm) refuses to send a bearer token over plain
 http, while the Python client used by ``kubernetes.core`` would happily do so.
+
+What a run token is (docs/security.md): 32 random bytes, valid from
+:meth:`OwnerProxy.register_run` until :meth:`OwnerProxy.unregister_run`, which
+the reconciler calls when the run ends however it ends -- a token that outlived
+its run gets 401. It stands for exactly one custom resource: whatever is
+written with it is recorded as that resource's dependent, never another's. It
+is not an authorisation scope: a request it carries reaches the API with the
+operator's own credentials, so a playbook can do what the operator's service
+account may do. It lives only in its run's kubeconfig (its own 0700 directory,
+see :mod:`hybrid_operator.ansible.credentials`), never in the environment, the
+command line or the artifacts. Only origin-form API request targets are
+forwarded (:func:`api_target`); the upstream URL is built from its parts.
 """
 
 from __future__ import annotations
@@ -23,10 +35,13 @@ import inspect
 import ipaddress
 import json
 import logging
+import os
+import re
 import secrets
 import socket
 import ssl
 import tempfile
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +50,7 @@ from typing import Any
 import aiohttp
 import yaml
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -55,6 +71,11 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
 RESPONSE_SKIPPED = HOP_BY_HOP | {"date", "server"}
 SKIP_AUTO_HEADERS = ("Accept-Encoding", "User-Agent", "Content-Type")
 CERT_VALIDITY = datetime.timedelta(days=365)
+#: the first path segments the proxy forwards: the resource APIs and the non-resource paths clients read
+API_ROOTS = frozenset({"api", "apis", "version", "openapi", "healthz", "livez", "readyz"})
+# RFC 3986: pchar = unreserved / pct-encoded / sub-delims / ":" / "@"; a query adds "/" and "?"
+_PATH_CHARACTERS = re.compile(r"(/([A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)+")
+_QUERY_CHARACTERS = re.compile(r"([A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*")
 
 
 @dataclass(frozen=True)
@@ -78,11 +99,12 @@ class RunCredentials:
         return yaml.safe_dump(document, sort_keys=False)
 
     def write_kubeconfig(self, path: Path) -> Path:
-        """Writes the kubeconfig (mode 0600, atomically) and returns ``path``."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Writes the kubeconfig (created with mode 0600, atomically) and returns ``path``."""
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         temp = path.with_name(path.name + ".tmp")
-        temp.write_text(self.kubeconfig_text())
-        temp.chmod(0o600)
+        temp.unlink(missing_ok=True)
+        with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+            handle.write(self.kubeconfig_text())
         temp.replace(path)
         return path
 
@@ -165,6 +187,42 @@ def _status(code: int, reason: str, message: str) -> web.Response:
     return web.json_response(body, status=code)
 
 
+def api_target(raw_target: str) -> tuple[str, str] | None:
+    """The (path, query) of an origin-form request target for the Kubernetes API, both still
+    percent-encoded, or None for any other target.
+
+    Refused: absolute-form (``http://host/api``), authority-form and ``*`` targets; paths outside
+    :data:`API_ROOTS`; ``.``/``..`` segments (also percent-encoded) and empty segments, which could
+    make the upstream server see another path than the one checked here; fragments and characters
+    that RFC 3986 does not allow in a path or query.
+    """
+    if not raw_target.startswith("/") or raw_target.startswith("//") or "#" in raw_target:
+        return None
+    path, _, query = raw_target.partition("?")
+    if not _PATH_CHARACTERS.fullmatch(path) or not _QUERY_CHARACTERS.fullmatch(query):
+        return None
+    segments = [urllib.parse.unquote(segment) for segment in path[1:].split("/")]
+    if segments[-1] == "" and len(segments) > 1:
+        segments.pop()  # one trailing slash is harmless
+    if segments[0] not in API_ROOTS or any(segment in ("", ".", "..") for segment in segments):
+        return None
+    return path, query
+
+
+def _bad_target(request: web.Request) -> web.Response:
+    target = request.raw_path[:200]
+    return _status(400, "BadRequest", "the proxy forwards only Kubernetes API requests in origin form (a path "
+                                      f"starting with /api/ or /apis/, no dot segments), got {target!r}")
+
+
+@web.middleware
+async def _only_api_targets(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse any other request target before routing (which would answer ``*`` with a plain-text 404)."""
+    if api_target(request.raw_path) is None:
+        return _bad_target(request)
+    return await handler(request)
+
+
 def _bearer(request: web.Request) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
@@ -180,7 +238,6 @@ class OwnerProxy:
         self.on_child = on_child
         self._port = port
         self._runs: dict[str, ownership.Owner] = {}
-        self._children: dict[ownership.OwnerKey, set[ownership.ChildKind]] = {}
         self._discovery: dict[str, dict[str, _Resource]] = {}
         self._ca_pem = b""
         self._session: aiohttp.ClientSession | None = None
@@ -209,7 +266,7 @@ class OwnerProxy:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=self.upstream.ssl_context()), auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_only_api_targets])
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -244,29 +301,25 @@ class OwnerProxy:
         return RunCredentials(token=token, server=self.url, ca_pem=self._ca_pem, owner=resolved)
 
     def unregister_run(self, token: str) -> None:
-        """Revokes a run's token; later requests with it get 401."""
+        """Revokes a run's token (call it when the run ends, however it ends); later requests with it get 401."""
         self._runs.pop(token, None)
-
-    def child_kinds(self, owner: ownership.OwnerKey) -> frozenset[ownership.ChildKind]:
-        """The kinds of dependents written through the proxy for ``owner`` so far."""
-        return frozenset(self._children.get(owner, ()))
-
-    def forget(self, owner: ownership.OwnerKey) -> None:
-        """Drops what is remembered about ``owner`` (when the CR is gone)."""
-        self._children.pop(owner, None)
 
     # -- requests
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        target = api_target(request.raw_path)
+        if target is None:  # _only_api_targets answered already
+            return _bad_target(request)
         owner = self._runs.get(_bearer(request))
         if owner is None:
             return _status(401, "Unauthorized", "Unauthorized")
+        url = self._url(*target)
         body = await request.read()
         plan = await self._plan(request, owner, body) if self.inject else None
         try:
             if plan is None:
-                return await self._forward(request, body)
-            return await self._forward_injected(request, owner, plan)
+                return await self._forward(request, url, body)
+            return await self._forward_injected(request, url, owner, plan)
         except aiohttp.ClientError as exc:
             log.warning("upstream request failed", extra={"path": request.path, "error": str(exc)})
             return _status(503, "ServiceUnavailable", f"the API server is unreachable: {exc}")
@@ -297,16 +350,20 @@ class OwnerProxy:
             headers["Authorization"] = f"Bearer {self.upstream.token}"
         return headers
 
-    def _url(self, raw_path: str) -> URL:
-        return URL(self.upstream.server.rstrip("/") + raw_path, encoded=True)
+    def _url(self, path: str, query: str = "") -> URL:
+        """The upstream URL for an already checked, still encoded API path and query (see :func:`api_target`),
+        built from its parts: the upstream server's scheme and authority, its path prefix, then ``path``."""
+        base = URL(self.upstream.server)
+        return URL.build(scheme=base.scheme, authority=base.raw_authority, path=base.raw_path.rstrip("/") + path,
+                         query_string=query, encoded=True)
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             raise RuntimeError("the proxy is not started")
         return self._session
 
-    async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
-        async with self._client().request(request.method, self._url(request.raw_path),
+    async def _forward(self, request: web.Request, url: URL, body: bytes) -> web.StreamResponse:
+        async with self._client().request(request.method, url,
                                           headers=self._headers(request), data=body or None,
                                           allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS) as upstream:
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason,
@@ -319,9 +376,10 @@ class OwnerProxy:
             await response.write_eof()
             return response
 
-    async def _forward_injected(self, request: web.Request, owner: ownership.Owner, plan: _Plan) -> web.Response:
+    async def _forward_injected(self, request: web.Request, url: URL, owner: ownership.Owner,
+                                plan: _Plan) -> web.Response:
         headers = self._headers(request, keep_encoding=False)
-        async with self._client().request(request.method, self._url(request.raw_path), headers=headers,
+        async with self._client().request(request.method, url, headers=headers,
                                           data=plan.body, allow_redirects=False,
                                           skip_auto_headers=SKIP_AUTO_HEADERS) as upstream:
             data = await upstream.read()
@@ -332,7 +390,6 @@ class OwnerProxy:
         return response
 
     async def _record(self, owner: ownership.Owner, child: ownership.ChildRef) -> None:
-        self._children.setdefault(owner.key, set()).add(child.child_kind)
         log.info("dependent written", extra={"owner": f"{owner.kind}/{owner.namespace}/{owner.name}",
                                              "child": f"{child.kind}/{child.namespace}/{child.name}",
                                              "link": child.link})

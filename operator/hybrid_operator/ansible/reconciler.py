@@ -13,23 +13,20 @@ says when to look again: the reconcile period (annotation > watch > flag), a
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import shlex
-import uuid
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from hybrid_operator import clock, errors
-from hybrid_operator.ansible import artifacts, extravars, status
+from hybrid_operator.ansible import artifacts, commandfile, credentials, extravars, status
 from hybrid_operator.ansible.proxy import OwnerProxy
 from hybrid_operator.ansible.runs import Runner, RunRequest, RunResult
+from hybrid_operator.config.model import AnsibleWatch
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.config.values import annotation_duration
-from hybrid_operator.config.watches import AnsibleWatch
 from hybrid_operator.controller import conditions, triggers
 from hybrid_operator.controller.metrics import OperatorMetrics, gvk_label
 from hybrid_operator.controller.reconcile import Outcome, RunCancel
@@ -47,6 +44,8 @@ OUTPUT_VERBOSITY = 3
 MAX_OUTPUT = 64 * 1024
 REASON_SUCCEEDED = "ReconcileSucceeded"
 REASON_FAILED = "ReconcileFailed"
+#: the Event reason when a spec is refused before any run (extravars.refusals)
+REASON_REFUSED = "SpecRefused"
 
 
 @dataclass(frozen=True)
@@ -115,15 +114,35 @@ class AnsibleReconciler:
         try:
             options = run_options(obj, self.watch, self.settings)
         except errors.PermanentError as exc:
-            problem = str(exc)
-            await self._write_status(ref, obj, lambda old: status.errored(old, problem, clock.now()), force=True)
-            await asyncio.to_thread(self.cluster.post_event, obj, "Warning", REASON_FAILED, problem)
+            await self._report_error(ref, obj, str(exc), REASON_FAILED)
             return Outcome(failed=True)
         if objects.deleting(obj):
             return await self._finalize(ref, obj, options)
         return await self._reconcile_live(ref, obj, options)
 
+    async def _report_error(self, ref: ResourceRef, obj: dict[str, Any], problem: str, reason: str) -> None:
+        """The SDK's ``markError``: a Failure condition with ``problem`` and a Warning Event."""
+        await self._write_status(ref, obj, lambda old: status.errored(old, problem, clock.now()), force=True)
+        await asyncio.to_thread(self.cluster.post_event, obj, "Warning", reason, problem)
+
+    async def _refused(self, ref: ResourceRef, obj: dict[str, Any]) -> bool:
+        """Refuse a spec that would set Ansible's own variables (or collides after snake_case): before
+        anything else happens -- no finalizer, no Running condition, no run -- the CR gets a Failure
+        condition and a Warning Event naming the keys. True when refused (nothing is retried: a spec
+        change brings the object back)."""
+        # off the event loop: the first call reads ansible-core's tables (importing ansible takes a while)
+        problems = await asyncio.to_thread(extravars.refusals, obj, self.watch)
+        if not problems:
+            return False
+        message = "the spec was refused, nothing was run: " + "; ".join(problems)
+        log.warning("spec refused", extra={"kind": self.watch.gvk.kind, "namespace": objects.namespace(obj),
+                                           "cr": objects.name(obj), "problems": problems})
+        await self._report_error(ref, obj, message, REASON_REFUSED)
+        return True
+
     async def _reconcile_live(self, ref: ResourceRef, obj: dict[str, Any], options: RunOptions) -> Outcome:
+        if await self._refused(ref, obj):
+            return Outcome()
         finalizer = self.watch.finalizer
         if finalizer is not None:
             updated = await asyncio.to_thread(self.cluster.set_finalizer, ref, obj, finalizer.name, True)
@@ -140,6 +159,8 @@ class AnsibleReconciler:
         finalizers = objects.finalizers(obj)
         if finalizer is None or finalizer.name not in finalizers:
             return Outcome()
+        if await self._refused(ref, obj):
+            return Outcome()
         result = await self._run(obj, options, finalizer=True)
         if not result.succeeded:
             return await self._record(ref, obj, result, options, finalizer=True)
@@ -153,14 +174,12 @@ class AnsibleReconciler:
         """Run the automation; through the ownership proxy (a per-run token) when there is one."""
         if self.proxy is None:
             return await self._run_with(obj, options, finalizer, self.kubeconfig)
-        credentials = self.proxy.register_run(obj)
-        path = self.settings.artifacts_dir / "kubeconfigs" / f"{uuid.uuid4().hex}.yaml"
+        run = self.proxy.register_run(obj)
         try:
-            credentials.write_kubeconfig(path)
-            return await self._run_with(obj, options, finalizer, path)
+            with credentials.run_kubeconfig(self.settings.artifacts_dir, run.kubeconfig_text()) as path:
+                return await self._run_with(obj, options, finalizer, path)
         finally:
-            self.proxy.unregister_run(credentials.token)
-            path.unlink(missing_ok=True)
+            self.proxy.unregister_run(run.token)
 
     async def _run_with(self, obj: dict[str, Any], options: RunOptions, finalizer: bool,
                         kubeconfig: Path) -> RunResult:
@@ -168,7 +187,7 @@ class AnsibleReconciler:
         if self.watch.triggers:
             found = await asyncio.to_thread(triggers.related_objects, self.cluster, obj, self.watch.triggers)
             # other people's objects: never templated either
-            extra["_related"] = extravars.mark_unsafe(found) if self.watch.mark_unsafe else found
+            extra[extravars.RELATED_KEY] = extravars.mark_unsafe(found) if self.watch.mark_unsafe else found
         request = RunRequest(
             cr=obj,
             watch=self.watch,
@@ -184,7 +203,7 @@ class AnsibleReconciler:
         async with self.slots:
             result = await self._timed(request)
         if result.artifact_dir is not None:
-            await asyncio.to_thread(scrub_command_env, result.artifact_dir)
+            await asyncio.to_thread(commandfile.scrub_command_file, result.artifact_dir)
         if result.cancelled and self.cancel.is_set():
             result = replace(result, error=self.cancel.message())
         self._log_output(obj, result, options.verbosity)
@@ -279,30 +298,3 @@ class AnsibleReconciler:
             "changed": result.changed, "failed": result.failures, "error": result.error or "",
         })
 
-
-#: variables of the run environment whose values are kept in the ``command`` artifact (set by the
-#: operator, never secret); every other value is replaced by :data:`REDACTED`.
-KEPT_ENV = frozenset({"PATH", "HOME", "LANG", "KUBECONFIG", "K8S_AUTH_KUBECONFIG", "ANSIBLE_COLLECTIONS_PATH",
-                      "ANSIBLE_ROLES_PATH", "ANSIBLE_NOCOLOR", "ANSIBLE_GATHERING", "ANSIBLE_LOCAL_TEMP",
-                      "HYBRID_OPERATOR_METRICS_URL", "PYTHONPATH", "VIRTUAL_ENV"})
-REDACTED = "**redacted**"
-
-
-def scrub_command_env(run_dir: Path) -> bool:
-    """Redact the environment ansible-runner stores in ``<run>/command`` (it writes the WHOLE process
-    environment there: credentials the operator got as variables would stay on disk). Keys stay, so
-    the artifact still says which variables were set. True when the file was rewritten."""
-    path = run_dir / "command"
-    try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    env = document.get("env") if isinstance(document, dict) else None
-    if not isinstance(env, dict):
-        return False
-    document["env"] = {k: (v if k in KEPT_ENV else REDACTED) for k, v in env.items()}
-    temp = path.with_suffix(".tmp")
-    with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
-        json.dump(document, handle)
-    temp.replace(path)
-    return True

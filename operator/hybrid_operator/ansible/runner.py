@@ -18,12 +18,24 @@ generated ``hosts: localhost`` play with ``gather_facts`` off when ``ANSIBLE_GAT
 and the role's parent directory first in ``ANSIBLE_ROLES_PATH``; ``KUBECONFIG`` and
 ``K8S_AUTH_KUBECONFIG`` set to the request's kubeconfig; the request's verbosity and extra
 arguments. ``ansible-playbook`` runs in ``project_dir`` (where ``ansible.cfg`` is looked up).
+
+Different on purpose (docs/security.md), as defence in depth behind the reconciler's refusal of
+specs that set Ansible's own variables:
+
+* the command line is ``ansible-playbook <--ansible-args> -e @<extra vars file> -c local -e
+  {"ansible_connection": "local", "ansible_python_interpreter": <this Python>} ...``: extra vars
+  given with ``-e`` all have the same precedence and the LAST one wins, so the connection and the
+  interpreter are pinned even if an ``ansible_*`` key reached the extra vars;
+* facts are cached in memory only (``ANSIBLE_CACHE_PLUGIN=memory``): ansible-runner's default
+  ``jsonfile`` cache writes ``ansible_env`` -- the whole environment -- into the artifacts;
+* the ``command`` artifact is redacted as it is written (:mod:`hybrid_operator.ansible.commandfile`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import math
 import os
@@ -41,12 +53,16 @@ from typing import Any
 import ansible_runner
 
 from hybrid_operator.ansible import artifacts
+from hybrid_operator.ansible.commandfile import CommandFileGuard, write_private
 from hybrid_operator.ansible.events import EventCollector, RunOutcome, result_from_events
 from hybrid_operator.ansible.extravars import build_extra_vars
 from hybrid_operator.ansible.runs import CANCEL_POLL_SECONDS, CancelSignal, RunRequest, RunResult
 from hybrid_operator.kube import objects
 
 logger = logging.getLogger(__name__)
+
+#: the extra vars file in a run's private data directory (not ansible-runner's ``env/extravars``)
+EXTRA_VARS_FILE = "extravars.json"
 
 
 class AnsibleRunner:
@@ -139,7 +155,8 @@ class AnsibleRunner:
             return RunOutcome("error", detail=f"cannot create a private data directory: {error}")
         try:
             kwargs = self._run_arguments(request, private, directory, ident)
-            runner = ansible_runner.run(**kwargs, event_handler=collector, cancel_callback=cancelled)
+            with CommandFileGuard(directory / ident):
+                runner = ansible_runner.run(**kwargs, event_handler=collector, cancel_callback=cancelled)
         except Exception as error:
             return RunOutcome("error", detail=f"{type(error).__name__}: {error}")
         finally:
@@ -151,6 +168,9 @@ class AnsibleRunner:
         self, request: RunRequest, private: Path, directory: Path, ident: str
     ) -> dict[str, Any]:
         env = self._environment(request)
+        extra_vars = {**build_extra_vars(request.cr, request.watch, finalizer=request.finalizer), **request.extra_vars}
+        extra_vars_file = private / EXTRA_VARS_FILE
+        write_private(extra_vars_file, json.dumps(extra_vars).encode())
         kwargs: dict[str, Any] = {
             "private_data_dir": str(private),
             "artifact_dir": str(directory),
@@ -158,23 +178,27 @@ class AnsibleRunner:
             "rotate_artifacts": 0,
             "project_dir": str(self._project_dir),
             "inventory": f"localhost ansible_connection=local ansible_python_interpreter={self._python}\n",
-            "extravars": {**build_extra_vars(request.cr, request.watch, finalizer=request.finalizer),
-                          **request.extra_vars},
+            "cmdline": shlex.join([*request.ansible_args, "-e", f"@{extra_vars_file}", *self.pinned_arguments()]),
             "settings": {"pexpect_timeout": CANCEL_POLL_SECONDS},
+            "fact_cache_type": "memory",
             "quiet": True,
         }
         kwargs.update(_target(request, env))
         kwargs["envvars"] = env
         if request.verbosity > 0:
             kwargs["verbosity"] = request.verbosity
-        if request.ansible_args:
-            kwargs["cmdline"] = shlex.join(request.ansible_args)
         if self._timeout is not None:
             kwargs["timeout"] = math.ceil(self._timeout)
         return kwargs
 
+    def pinned_arguments(self) -> list[str]:
+        """The last ``ansible-playbook`` arguments: the local connection and this Python, which no extra var
+        given before them can override."""
+        pinned = {"ansible_connection": "local", "ansible_python_interpreter": str(self._python)}
+        return ["-c", "local", "-e", json.dumps(pinned)]
+
     def _environment(self, request: RunRequest) -> dict[str, str]:
-        env: dict[str, str] = {"ANSIBLE_NOCOLOR": "1", **request.env}
+        env: dict[str, str] = {"ANSIBLE_NOCOLOR": "1", **request.env, "ANSIBLE_CACHE_PLUGIN": "memory"}
         bin_dir = self._python.parent
         path = env.get("PATH", os.environ.get("PATH", ""))
         if (bin_dir / "ansible-playbook").exists() and str(bin_dir) not in path.split(os.pathsep):

@@ -27,7 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from hybrid_operator.config.watches import AnsibleWatch
+from hybrid_operator.config.model import AnsibleWatch
 
 CANCEL_POLL_SECONDS = 0.5
 """The longest time a runner may take to notice that ``cancel`` was set."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from hybrid_operator import clock
 from hybrid_operator.controller.conditions import (
     CONDITIONS,
     FALSE,
@@ -23,7 +24,6 @@ from hybrid_operator.controller.conditions import (
     conditions_of,
     copy_status,
     flip_if_present,
-    format_time,
     get_condition,
     redact,
     set_condition,
@@ -191,7 +191,7 @@ def _merge_conditions(conditions: list[Any], incoming: Sequence[Any], now: datet
         old = get_condition(result, new_entry["type"])
         if not new_entry.get("lastTransitionTime"):
             new_entry["lastTransitionTime"] = (
-                transition_time(old, str(new_entry.get("status")), now) if old else format_time(now)
+                transition_time(old, str(new_entry.get("status")), now) if old else clock.rfc3339(now)
             )
         if old is None:
             result.append(new_entry)

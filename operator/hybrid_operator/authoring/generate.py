@@ -28,7 +28,7 @@ from typing import Any, Literal
 import yaml
 
 from hybrid_operator.authoring import project, rbac
-from hybrid_operator.config import manifest_yaml, watches
+from hybrid_operator.config import manifest_yaml, model, watches
 from hybrid_operator.errors import ConfigurationError
 
 Target = Literal["crd", "rbac", "manager", "all"]
@@ -143,7 +143,7 @@ def _with_open_status(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def api_kinds(root: Path, loaded: list[watches.Watch]) -> list[ApiKind]:
+def api_kinds(root: Path, loaded: list[model.Watch]) -> list[ApiKind]:
     """The CRDs of a project's watches, in watches order (one per group/kind)."""
     grouped: dict[tuple[str, str], list[str]] = {}
     related: dict[tuple[str, str], list[tuple[str, str]]] = {}
@@ -152,7 +152,7 @@ def api_kinds(root: Path, loaded: list[watches.Watch]) -> list[ApiKind]:
         versions = grouped.setdefault(key, [])
         if watch.gvk.version not in versions:
             versions.append(watch.gvk.version)
-        triggers = watch.triggers if isinstance(watch, watches.AnsibleWatch) else ()
+        triggers = watch.triggers if isinstance(watch, model.AnsibleWatch) else ()
         related.setdefault(key, []).extend((t.gvk.api_version, t.gvk.kind) for t in triggers)
     return [ApiKind(group=group, schema=load_schema(root, kind), versions=tuple(versions),
                     related=tuple(dict.fromkeys(related[(group, kind)])))
@@ -186,7 +186,7 @@ def _header(what: str, sources: str) -> str:
             "Do not edit: change those and run `make manifests`.")
 
 
-def crd_files(root: Path, loaded: list[watches.Watch]) -> dict[str, str]:
+def crd_files(root: Path, loaded: list[model.Watch]) -> dict[str, str]:
     files = {}
     for api in api_kinds(root, loaded):
         sources = "watches.yaml" + (f" and {api.schema.source}" if api.schema.source else "")
@@ -210,7 +210,7 @@ def plural_of(kind: str) -> str:
     return lower + "s"
 
 
-def needs(root: Path, loaded: list[watches.Watch]) -> list[rbac.Need]:
+def needs(root: Path, loaded: list[model.Watch]) -> list[rbac.Need]:
     """What the operator and the automation of the project at ``root`` need (see :mod:`rbac`)."""
     apis = api_kinds(root, loaded)
     own = {(api.group, api.schema.kind): api.schema.plural for api in apis}
@@ -240,7 +240,7 @@ def role_text(config: project.ProjectConfig, rules: list[rbac.Rule]) -> str:
     return "".join(lines)
 
 
-def rbac_files(root: Path, config: project.ProjectConfig, loaded: list[watches.Watch]) -> dict[str, str]:
+def rbac_files(root: Path, config: project.ProjectConfig, loaded: list[model.Watch]) -> dict[str, str]:
     rules = rbac.rules_for(watched_kinds(api_kinds(root, loaded)), needs(root, loaded))
     files = {"rbac/role.yaml": role_text(config, rules)}
     files.update({path: text for path, text in config_files(config).items() if path.startswith("rbac/")})

@@ -23,7 +23,7 @@ import yaml
 
 from hybrid_operator import __version__
 from hybrid_operator.authoring import generate, project
-from hybrid_operator.config import manifest_yaml, watches
+from hybrid_operator.config import locations, manifest_yaml, model
 from hybrid_operator.errors import ConfigurationError
 
 Flavor = Literal["role", "playbook", "chart"]
@@ -106,7 +106,7 @@ class ApiRequest:
 class _Api:
     """A validated request with its derived names."""
 
-    gvk: watches.GroupVersionKind
+    gvk: model.GroupVersionKind
     flavor: Flavor
     chart_source: Path | None
 
@@ -144,10 +144,10 @@ def _validate(root: Path, request: ApiRequest, config: project.ProjectConfig) ->
     chart_source = None
     if request.flavor == "chart" and request.chart is not None:
         chart_source = request.chart.expanduser().resolve()
-        problem = watches.chart_problem(chart_source)
+        problem = locations.chart_problem(chart_source)
         if problem is not None:
             raise ConfigurationError(f"--helm-chart: {problem}")
-    return _Api(watches.GroupVersionKind(group, request.version, request.kind), request.flavor, chart_source)
+    return _Api(model.GroupVersionKind(group, request.version, request.kind), request.flavor, chart_source)
 
 
 def _check_not_watched(root: Path, kind: str) -> None:

@@ -84,10 +84,11 @@ def _up_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--no-summary", action="store_true", help="log changes instead of the live summary")
     parser.add_argument("--audit-log", type=Path, default=None,
                         help="the local cluster appends one JSON line per resource request to this file")
-    _operator_options(parser, artifacts=Path(".hybrid/runner"))
+    # a development setup: metrics and probes on loopback only (`run` keeps the SDK's all-interfaces defaults)
+    _operator_options(parser, artifacts=Path(".hybrid/runner"), bind_host="127.0.0.1")
 
 
-def _operator_options(parser: argparse.ArgumentParser, artifacts: Path) -> None:
+def _operator_options(parser: argparse.ArgumentParser, artifacts: Path, bind_host: str = "") -> None:
     parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
                         help="the watches file (default ./watches.yaml)")
     parser.add_argument("--max-concurrent-reconciles", type=int, default=None,
@@ -115,15 +116,19 @@ def _operator_options(parser: argparse.ArgumentParser, artifacts: Path) -> None:
                                              "instead of the manifest")
     parser.add_argument("--helm-timeout", type=_duration, default=timedelta(minutes=5),
                         help="Helm: --timeout of each helm install/upgrade/rollback/uninstall (default 5m)")
-    _operations_options(parser)
+    _operations_options(parser, bind_host)
 
 
-def _operations_options(parser: argparse.ArgumentParser) -> None:
-    """Metrics, probes, leader election and shutdown (docs/operations.md)."""
-    parser.add_argument("--metrics-bind-address", "--metrics-addr", default=":8080",
-                        help="Prometheus /metrics address, host:port or :port; 0 turns it off (default :8080)")
-    parser.add_argument("--health-probe-bind-address", default=":8081",
-                        help="/healthz and /readyz address; 0 turns it off (default :8081)")
+def _operations_options(parser: argparse.ArgumentParser, bind_host: str = "") -> None:
+    """Metrics, probes, leader election and shutdown (docs/operations.md).
+
+    ``bind_host`` "" keeps the Operator SDK's defaults, every interface (``:8080``, ``:8081``).
+    """
+    metrics, health = f"{bind_host}:8080", f"{bind_host}:8081"
+    parser.add_argument("--metrics-bind-address", "--metrics-addr", default=metrics,
+                        help=f"Prometheus /metrics address, host:port or :port; 0 turns it off (default {metrics})")
+    parser.add_argument("--health-probe-bind-address", default=health,
+                        help=f"/healthz and /readyz address; 0 turns it off (default {health})")
     parser.add_argument("--leader-elect", "--enable-leader-election", type=_bool, nargs="?", const=True,
                         default=False, metavar="BOOL",
                         help="only the holder of a Lease reconciles; other replicas stand by (default false)")
@@ -243,7 +248,7 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from hybrid_operator import errors
-    from hybrid_operator.config import watches
+    from hybrid_operator.config import model, watches
 
     try:
         loaded = watches.load(args.watches_file)
@@ -251,7 +256,7 @@ def run_check(args: argparse.Namespace) -> int:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
     for watch in loaded:
-        if isinstance(watch, watches.AnsibleWatch):
+        if isinstance(watch, model.AnsibleWatch):
             target = f"playbook {watch.playbook}" if watch.playbook else f"role {watch.role}"
         else:
             target = f"chart {watch.chart}"

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from hybrid_operator import __version__, errors
-from hybrid_operator.config import watches
+from hybrid_operator.config import model, watches
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.client import ClusterClient
@@ -120,7 +120,7 @@ def summarize(obj: dict[str, Any]) -> tuple[str, str]:
     return "Pending", ""
 
 
-def summary_rows(cluster: ClusterClient, loaded: list[watches.Watch]) -> list[tuple[str, str, str, str]]:
+def summary_rows(cluster: ClusterClient, loaded: list[model.Watch]) -> list[tuple[str, str, str, str]]:
     rows = []
     for watch in loaded:
         gvk = watch.gvk
@@ -144,7 +144,7 @@ def render(rows: list[tuple[str, str, str, str]], kubeconfig: Path) -> str:
     return "\n".join([*lines, "", f"export KUBECONFIG={kubeconfig}    (Ctrl-C stops the operator and the cluster)"])
 
 
-def summary_companion(options: UpOptions, loaded: list[watches.Watch], cluster: ClusterClient) -> runtime.Companion:
+def summary_companion(options: UpOptions, loaded: list[model.Watch], cluster: ClusterClient) -> runtime.Companion:
     """Creates the samples, then follows the resources; with ``up``'s own client, not the operator's."""
     interactive = options.summary and sys.stdout.isatty()
 

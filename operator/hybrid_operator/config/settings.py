@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from hybrid_operator.config.watches import GroupVersionKind
+from hybrid_operator.config.model import GroupVersionKind
 
 
 @dataclass(frozen=True)

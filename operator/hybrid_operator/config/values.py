@@ -54,27 +54,6 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(microseconds=int(nanoseconds / 1000))
 
 
-def format_duration(value: timedelta) -> str:
-    """Render a timedelta the way Go's ``Duration.String`` does (``1h30m0s``, ``500ms``, ``0s``)."""
-    micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
-    sign = "-" if micros < 0 else ""
-    micros = abs(micros)
-    if micros == 0:
-        return "0s"
-    if micros < 1_000_000:
-        if micros % 1000 == 0:
-            return f"{sign}{micros // 1000}ms"
-        return f"{sign}{_trim(Fraction(micros, 1000))}ms" if micros >= 1000 else f"{sign}{micros}µs"
-    hours, rest = divmod(micros, 3_600_000_000)
-    minutes, rest = divmod(rest, 60_000_000)
-    seconds = _trim(Fraction(rest, 1_000_000))
-    if hours:
-        return f"{sign}{hours}h{minutes}m{seconds}s"
-    if minutes:
-        return f"{sign}{minutes}m{seconds}s"
-    return f"{sign}{seconds}s"
-
-
 def _split_sign(text: str) -> tuple[int, str]:
     if text[:1] in ("+", "-"):
         return (-1 if text[0] == "-" else 1), text[1:]
@@ -98,15 +77,6 @@ def _body_nanoseconds(body: str) -> int:
             raise DurationError("out of range (more than about 292 years)")
         position = match.end()
     return int(total)
-
-
-def _trim(value: Fraction) -> str:
-    """A decimal without trailing zeros (``1.5``, ``2``)."""
-    whole, rest = divmod(value.numerator, value.denominator)
-    if rest == 0:
-        return str(whole)
-    digits = str(rest * 1_000_000 // value.denominator).rjust(6, "0").rstrip("0")
-    return f"{whole}.{digits}"
 
 
 def annotation_duration(annotations: Mapping[str, str], key: str, default: timedelta) -> timedelta:

@@ -36,206 +36,29 @@ Different on purpose:
   renders them with Go's text/template, which this product does not implement.
 * Helm ``chart`` may be a chart directory (with ``Chart.yaml``) or a ``.tgz`` archive (as in
   helm-operator-plugins); ``dryRunOption`` is ``""``/``client`` (the default) or ``server``.
+* **Hostile files** (docs/security.md): a relative playbook, role or chart path that leaves the
+  watches file's directory through ``..`` is an error (absolute paths, as in SDK images'
+  ``/opt/ansible/...``, and roles found on ``ANSIBLE_ROLES_PATH``/collections are fine). YAML
+  aliases are counted, never expanded: an entry whose aliases would expand it beyond
+  :data:`MAX_ENTRY_NODES` values (an "alias bomb": a few hundred bytes that expand to billions),
+  or that refers to itself, is an error naming the entry and its key.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
-import tarfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
-from hybrid_operator.config.values import EXAMPLES as DURATION_EXAMPLES
-from hybrid_operator.config.values import DurationError, parse_duration
+from hybrid_operator.config.entries import EntryReader, Problems, type_name
+from hybrid_operator.config.model import GroupVersionKind, Watch, expand_env
 from hybrid_operator.errors import ConfigurationError
 
-DEFAULT_MAX_RUNNER_ARTIFACTS = 20
-DEFAULT_COLLECTIONS_PATH = "/usr/share/ansible/collections:~/.ansible/collections"
-
-COMMON_KEYS = frozenset(
-    {"group", "version", "kind", "reconcilePeriod", "watchDependentResources", "selector"}
-)
-ANSIBLE_KEYS = COMMON_KEYS | {
-    "playbook", "role", "vars", "manageStatus", "watchClusterScopedResources", "maxRunnerArtifacts",
-    "finalizer", "blacklist", "snakeCaseParameters", "markUnsafe", "watchAnnotationsChanges", "triggers",
-}
-HELM_KEYS = COMMON_KEYS | {"chart", "overrideValues", "maxConcurrentReconciles", "dryRunOption"}
-FINALIZER_KEYS = frozenset({"name", "playbook", "role", "vars"})
-SELECTOR_KEYS = frozenset({"matchLabels", "matchExpressions"})
-REQUIREMENT_KEYS = frozenset({"key", "operator", "values"})
-GVK_KEYS = frozenset({"group", "version", "kind"})
-TRIGGER_KEYS = GVK_KEYS | {"match"}
-FIELD_PATH = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_./-]+)*$")
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-DRY_RUN_OPTIONS = {"": "client", "client": "client", "server": "server"}
-
-_ENV_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_GROUP = re.compile(rf"({_DNS_LABEL}(\.{_DNS_LABEL})*)?")
-_VERSION = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_KIND = re.compile(r"[A-Za-z][A-Za-z0-9]*")
-_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
-_STRVALS_PATH = re.compile(r"((?:[^.\[\]\\]|\\.)+(\[[0-9]+\])*)(\.(?:[^.\[\]\\]|\\.)+(\[[0-9]+\])*)*")
-
-
-@dataclass(frozen=True)
-class GroupVersionKind:
-    """A resource type; ``group`` is ``""`` for the core group."""
-
-    group: str
-    version: str
-    kind: str
-
-    @property
-    def api_version(self) -> str:
-        """``group/version``, or just ``version`` for the core group."""
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def __str__(self) -> str:
-        return f"{self.api_version} {self.kind}"
-
-
-@dataclass(frozen=True)
-class LabelSelectorRequirement:
-    """One ``matchExpressions`` item; ``values`` is empty for Exists/DoesNotExist."""
-
-    key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.operator == "Exists":
-            return self.key in labels
-        if self.operator == "DoesNotExist":
-            return self.key not in labels
-        if self.operator == "In":
-            return self.key in labels and labels[self.key] in self.values
-        return self.key not in labels or labels[self.key] not in self.values
-
-
-@dataclass(frozen=True)
-class LabelSelector:
-    """A ``metav1.LabelSelector``; the empty selector matches everything."""
-
-    match_labels: Mapping[str, str] = field(default_factory=dict)
-    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.match_labels and not self.match_expressions
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        """Whether an object with these labels is selected (all conditions must hold)."""
-        if any(labels.get(key) != value for key, value in self.match_labels.items()):
-            return False
-        return all(requirement.matches(labels) for requirement in self.match_expressions)
-
-    def to_query(self) -> str:
-        """The selector as a ``labelSelector`` query string (``a=b,c in (x,y),!d``)."""
-        parts = [f"{key}={value}" for key, value in sorted(self.match_labels.items())]
-        for requirement in self.match_expressions:
-            values = ",".join(requirement.values)
-            parts.append({
-                "In": f"{requirement.key} in ({values})",
-                "NotIn": f"{requirement.key} notin ({values})",
-                "Exists": requirement.key,
-                "DoesNotExist": f"!{requirement.key}",
-            }[requirement.operator])
-        return ",".join(parts)
-
-
-@dataclass(frozen=True)
-class Trigger:
-    """A related kind whose changes re-enqueue the custom resources they match (our extension).
-
-    ``match`` maps a field path of the related object (``metadata.name``, ``metadata.labels.app``)
-    to a field path of the custom resource (``spec.name``); a related object matches a resource
-    when every pair is equal, and (for namespaced kinds) both live in the same namespace.
-    """
-
-    gvk: GroupVersionKind
-    match: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True)
-class Finalizer:
-    """An Ansible watch's finalizer; with neither playbook nor role the main one re-runs with ``vars``."""
-
-    name: str
-    playbook: Path | None = None
-    role: Path | None = None
-    vars: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class AnsibleWatch:
-    """An entry run by Ansible: exactly one of ``playbook`` (a file) or ``role`` (a resolved directory).
-
-    ``reconcile_period`` None means "use the ``--reconcile-period`` flag". ``mark_unsafe`` defaults
-    to **True** in this product (the Operator SDK's default is false): CR strings are never templated.
-    """
-
-    gvk: GroupVersionKind
-    playbook: Path | None = None
-    role: Path | None = None
-    vars: dict[str, Any] = field(default_factory=dict)
-    reconcile_period: timedelta | None = None
-    manage_status: bool = True
-    watch_dependent_resources: bool = True
-    watch_cluster_scoped_resources: bool = False
-    max_runner_artifacts: int = DEFAULT_MAX_RUNNER_ARTIFACTS
-    finalizer: Finalizer | None = None
-    selector: LabelSelector = field(default_factory=LabelSelector)
-    blacklist: tuple[GroupVersionKind, ...] = ()
-    snake_case_parameters: bool = True
-    mark_unsafe: bool = True
-    watch_annotations_changes: bool = False
-    triggers: tuple[Trigger, ...] = ()
-    runner: Literal["ansible"] = field(default="ansible", init=False)
-
-
-@dataclass(frozen=True)
-class HelmWatch:
-    """An entry run by Helm: ``chart`` is a chart directory or a ``.tgz`` archive.
-
-    ``override_values`` maps strvals paths (``image.tag``, ``a[0].b``) to already-expanded strings;
-    ``reconcile_period`` / ``max_concurrent_reconciles`` None mean "use the flag".
-    """
-
-    gvk: GroupVersionKind
-    chart: Path
-    override_values: dict[str, str] = field(default_factory=dict)
-    reconcile_period: timedelta | None = None
-    watch_dependent_resources: bool = True
-    max_concurrent_reconciles: int | None = None
-    selector: LabelSelector = field(default_factory=LabelSelector)
-    dry_run_option: Literal["client", "server"] = "client"
-    runner: Literal["helm"] = field(default="helm", init=False)
-
-
-Watch = AnsibleWatch | HelmWatch
-
-
-def expand_env(text: str, env: Mapping[str, str]) -> str:
-    """Replace ``$NAME`` and ``${NAME}`` with ``env[NAME]``; undefined references stay as written."""
-
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(2)
-        return env.get(name, match.group(0))
-
-    return _ENV_REFERENCE.sub(replace, text)
-
-
-def expand_env_or_empty(text: str, env: Mapping[str, str]) -> str:
-    """Like :func:`expand_env`, but an undefined variable becomes ``""`` (Go's ``os.ExpandEnv``)."""
-    return _ENV_REFERENCE.sub(lambda match: env.get(match.group(1) or match.group(2), ""), text)
+#: the most YAML values (scalars, lists and maps) one entry may hold once its aliases are followed
+MAX_ENTRY_NODES = 10_000
 
 
 def load(path: Path, env: Mapping[str, str] | None = None) -> list[Watch]:
@@ -253,7 +76,7 @@ def load(path: Path, env: Mapping[str, str] | None = None) -> list[Watch]:
             f"{name}: cannot read the watches file: {error}; pass the right path with --watches-file"
         ) from error
     root, data = _parse_yaml(expand_env(text, environment), name)
-    problems = _Problems(name)
+    problems = Problems(name)
     watches = _read_entries(problems, root, data, Path(path).absolute().parent, environment)
     if len(problems):
         raise ConfigurationError.from_problems(problems.items, source=name)
@@ -273,32 +96,15 @@ def _parse_yaml(text: str, name: str) -> tuple[yaml.Node | None, Any]:
         raise ConfigurationError(message) from error
     except yaml.YAMLError as error:
         raise ConfigurationError(f"{name}: invalid YAML: {error}") from error
+    except RecursionError as error:
+        raise ConfigurationError(f"{name}: invalid YAML: nested too deeply") from error
     finally:
         loader.dispose()
     return root, data
 
 
-class _Problems:
-    """Collects problem messages for one file; :attr:`items` lists them in line order."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-        self._found: list[tuple[int, str]] = []
-
-    def add(self, line: int | None, message: str) -> None:
-        location = f"{self.file}:{line}" if line else self.file
-        self._found.append((line or 0, f"{location}: {message}"))
-
-    def __len__(self) -> int:
-        return len(self._found)
-
-    @property
-    def items(self) -> list[str]:
-        return [message for _, message in sorted(self._found, key=lambda found: found[0])]
-
-
 def _read_entries(
-    problems: _Problems, root: yaml.Node | None, data: Any, base_dir: Path, env: Mapping[str, str]
+    problems: Problems, root: yaml.Node | None, data: Any, base_dir: Path, env: Mapping[str, str]
 ) -> list[Watch]:
     if data is None or data == []:
         problems.add(None, "contains no entries; add one entry per custom resource kind "
@@ -306,12 +112,14 @@ def _read_entries(
         return []
     if not isinstance(data, list) or not isinstance(root, yaml.SequenceNode):
         problems.add(1, "must be a YAML list of entries (start each entry with \"- \"), "
-                     f"got {_type_name(data)}")
+                     f"got {type_name(data)}")
         return []
     watches: list[Watch] = []
     seen: dict[GroupVersionKind, int] = {}
     for index, (node, item) in enumerate(zip(root.value, data, strict=True), start=1):
-        entry = _Entry(problems, index, node, item, base_dir=base_dir, env=env)
+        entry = EntryReader(problems, index, node, item, base_dir=base_dir, env=env)
+        if _report_expansion(entry, node):
+            continue  # reading it would walk every expanded value
         watch = entry.read()
         if watch is None:
             continue
@@ -324,532 +132,58 @@ def _read_entries(
     return watches
 
 
-class _Entry:
-    """Reads and validates one entry, reporting each problem with its line and key."""
+def _report_expansion(entry: EntryReader, node: yaml.Node) -> bool:
+    """Report (and return True) an entry whose aliases expand beyond :data:`MAX_ENTRY_NODES` or recurse."""
+    parts: list[tuple[tuple[str, ...], yaml.Node]] = []
+    if isinstance(node, yaml.MappingNode):
+        parts = [((str(key.value),), value) for key, value in node.value if isinstance(key, yaml.ScalarNode)]
+    parts.append(((), node))
+    sizes: dict[int, int | None] = {}
+    for keys, part in parts:
+        size = expanded_size(part, MAX_ENTRY_NODES, sizes)
+        if size is None:
+            entry.report("a YAML alias refers to the value that contains it (a recursive alias); "
+                         "write the value out instead", *keys)
+            return True
+        if size > MAX_ENTRY_NODES:
+            entry.report(f"YAML aliases expand this to more than {MAX_ENTRY_NODES} values (an alias bomb?); "
+                         "write the values out, or use fewer aliases", *keys)
+            return True
+    return False
 
-    def __init__(
-        self, problems: _Problems, index: int, node: yaml.Node, data: Any, *, base_dir: Path,
-        env: Mapping[str, str],
-    ) -> None:
-        self.problems = problems
-        self.index = index
-        self.node = node
-        self.raw = data
-        self.data: dict[str, Any] = data if isinstance(data, dict) else {}
-        self.is_mapping = isinstance(data, dict)
-        self.base_dir = base_dir
-        self.env = env
-        kind = self.data.get("kind")
-        self.label = f"entry {index} (kind {kind})" if isinstance(kind, str) and kind else f"entry {index}"
 
-    # -- reporting ---------------------------------------------------------------------------
-    def report(self, message: str, *keys: str) -> None:
-        key_part = f'key "{_key_path(keys)}": ' if keys else ""
-        self.problems.add(self._line(keys), f"{self.label}: {key_part}{message}")
+def expanded_size(node: yaml.Node, limit: int, sizes: dict[int, int | None] | None = None) -> int | None:
+    """How many values ``node`` holds with every alias followed, counted without expanding anything.
 
-    def _line(self, keys: tuple[str, ...]) -> int:
-        node = self.node
-        line = node.start_mark.line + 1
-        for key in keys:
-            if isinstance(node, yaml.SequenceNode) and key.startswith("["):
-                node = node.value[int(key[1:-1])]
-                line = node.start_mark.line + 1
-                continue
-            if not isinstance(node, yaml.MappingNode):
+    PyYAML composes an alias as a second reference to the anchored node, so the nodes form a graph
+    in which each node is counted once per path to it; shared nodes are counted once and their
+    count reused (``sizes``, by node identity), so the work is linear in the file's size. Counts
+    stop at ``limit + 1``. None when a node contains itself (a recursive alias).
+    """
+    known: dict[int, int | None] = {} if sizes is None else sizes
+    in_progress: set[int] = set()
+
+    def count(current: yaml.Node) -> int | None:
+        key = id(current)
+        if key in known:
+            return known[key]
+        if key in in_progress:
+            return None
+        in_progress.add(key)
+        total: int | None = 1
+        children: list[yaml.Node] = []
+        if isinstance(current, yaml.SequenceNode):
+            children = list(current.value)
+        elif isinstance(current, yaml.MappingNode):
+            children = [child for pair in current.value for child in pair]
+        for child in children:
+            size = count(child)
+            if size is None or total is None:
+                total = None
                 break
-            found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key]
-            if not found:
-                break
-            key_node, node = found[-1]
-            line = key_node.start_mark.line + 1
-        return line
+            total = min(total + size, limit + 1)
+        in_progress.discard(key)
+        known[key] = total
+        return total
 
-    # -- entry -------------------------------------------------------------------------------
-    def read(self) -> Watch | None:
-        if not self.is_mapping:
-            self.report(f"must be a mapping with group, version, kind and a playbook, role or chart, "
-                        f"got {_type_name(self.raw)}")
-            return None
-        self._check_duplicate_keys(self.node, ())
-        count = len(self.problems)
-        gvk = self._gvk(self.data, ())
-        is_helm = "chart" in self.data
-        is_ansible = "playbook" in self.data or "role" in self.data
-        if is_helm and is_ansible:
-            self.report("chart cannot be combined with playbook or role: an entry is either a Helm "
-                        "entry (chart) or an Ansible entry (playbook or role); split it or remove one")
-            self._check_keys(self.data, ANSIBLE_KEYS | HELM_KEYS, ())
-            return None
-        if not is_helm and not is_ansible:
-            self.report("missing playbook, role or chart: set exactly one of them, e.g. "
-                        "playbook: playbooks/memcached.yml, role: memcached or chart: helm-charts/nginx")
-            self._check_keys(self.data, ANSIBLE_KEYS | HELM_KEYS, ())
-            return None
-        watch = self._helm(gvk) if is_helm else self._ansible(gvk)
-        return watch if len(self.problems) == count else None
-
-    def _check_duplicate_keys(self, node: yaml.Node, path: tuple[str, ...]) -> None:
-        if not isinstance(node, yaml.MappingNode):
-            return
-        seen: set[str] = set()
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                continue
-            if key_node.value in seen:
-                self.problems.add(key_node.start_mark.line + 1,
-                                  f'{self.label}: key "{_key_path((*path, key_node.value))}": appears twice '
-                                  "in the same mapping (YAML keeps only the last); remove one")
-            seen.add(key_node.value)
-            if key_node.value in ("finalizer", "selector") and not path:
-                self._check_duplicate_keys(value_node, (key_node.value,))
-
-    def _check_keys(self, mapping: Mapping[Any, Any], allowed: frozenset[str], path: tuple[str, ...]) -> None:
-        for key in mapping:
-            if not isinstance(key, str):
-                self.report(f"keys must be strings, got {key!r}", *path)
-            elif key not in allowed:
-                self.report(_unknown_key_message(key, allowed, path), *path, key)
-
-    def _gvk(self, mapping: Mapping[str, Any], path: tuple[str, ...]) -> GroupVersionKind:
-        group = self._string(mapping, "group", path, default="")
-        version = self._string(mapping, "version", path, default="")
-        kind = self._string(mapping, "kind", path, default="")
-        if group and not _GROUP.fullmatch(group):
-            self.report(f"invalid group {group!r}: use a lowercase DNS name such as cache.example.com, "
-                        "or \"\" for the core group", *path, "group")
-        if not version and mapping.get("version") in (None, "") and not _misspelled(mapping, "version"):
-            self.report("version must not be empty: set the CRD version such as v1alpha1", *path, "version")
-        elif version and not _VERSION.fullmatch(version):
-            self.report(f"invalid version {version!r}: use the CRD version alone, such as v1 or v1beta1 "
-                        "(the group goes in \"group\")", *path, "version")
-        if not kind and mapping.get("kind") in (None, "") and not _misspelled(mapping, "kind"):
-            self.report("kind must not be empty: set the CRD kind such as Memcached", *path, "kind")
-        elif kind and not _KIND.fullmatch(kind):
-            self.report(f"invalid kind {kind!r}: use the CRD kind, letters and digits only, "
-                        "such as Memcached", *path, "kind")
-        return GroupVersionKind(group, version, kind)
-
-    # -- typed values ------------------------------------------------------------------------
-    def _string(self, mapping: Mapping[str, Any], key: str, path: tuple[str, ...], *, default: str) -> str:
-        value = mapping.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            self.report(f"must be a string, got {_type_name(value)} {value!r}; quote it", *path, key)
-            return default
-        return value
-
-    def _bool(self, key: str, default: bool) -> bool:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            self.report(f"must be true or false (unquoted), got {_type_name(value)} {value!r}", key)
-            return default
-        return value
-
-    def _int(self, key: str, *, minimum: int) -> int | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.report(f"must be a whole number, got {_type_name(value)} {value!r}", key)
-            return None
-        if value < minimum:
-            self.report(f"must be at least {minimum}, got {value}", key)
-            return None
-        return value
-
-    def _duration(self) -> timedelta | None:
-        value = self.data.get("reconcilePeriod")
-        if value is None or (value == 0 and type(value) is int):
-            return None  # an unquoted 0 is unambiguous (Go itself would want the string "0")
-        if not isinstance(value, str):
-            self.report(f"must be a Go duration string such as {DURATION_EXAMPLES}, got "
-                        f"{_type_name(value)} {value!r}; add a unit and quote it", "reconcilePeriod")
-            return None
-        try:
-            period = parse_duration(value)
-        except DurationError as error:
-            self.report(f'invalid duration "{value}": {error}', "reconcilePeriod")
-            return None
-        if period < timedelta(0):
-            self.report(f"must not be negative, got {value!r}; use 0 or omit it to use --reconcile-period",
-                        "reconcilePeriod")
-            return None
-        return period or None
-
-    def _vars(self, mapping: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
-        value = mapping.get("vars")
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.report(f"must be a mapping of variable names to values, got {_type_name(value)}",
-                        *path, "vars")
-            return {}
-        for key in value:
-            if not isinstance(key, str):
-                self.report(f"variable names must be strings, got {key!r}", *path, "vars")
-        return dict(value)
-
-    # -- Ansible -----------------------------------------------------------------------------
-    def _ansible(self, gvk: GroupVersionKind) -> AnsibleWatch:
-        self._check_keys(self.data, ANSIBLE_KEYS, ())
-        playbook, role = self._playbook_or_role(self.data, ())
-        artifacts = self._int("maxRunnerArtifacts", minimum=0)
-        return AnsibleWatch(
-            gvk=gvk,
-            playbook=playbook,
-            role=role,
-            vars=self._vars(self.data, ()),
-            reconcile_period=self._duration(),
-            manage_status=self._bool("manageStatus", True),
-            watch_dependent_resources=self._bool("watchDependentResources", True),
-            watch_cluster_scoped_resources=self._bool("watchClusterScopedResources", False),
-            max_runner_artifacts=artifacts or DEFAULT_MAX_RUNNER_ARTIFACTS,
-            finalizer=self._finalizer(),
-            selector=self._selector(),
-            blacklist=self._blacklist(),
-            snake_case_parameters=self._bool("snakeCaseParameters", True),
-            mark_unsafe=self._bool("markUnsafe", True),
-            watch_annotations_changes=self._bool("watchAnnotationsChanges", False),
-            triggers=self._triggers(),
-        )
-
-    def _triggers(self) -> tuple[Trigger, ...]:
-        value = self.data.get("triggers")
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            self.report(f"must be a list of {{group, version, kind, match}}, got {_type_name(value)}", "triggers")
-            return ()
-        found: list[Trigger] = []
-        for position, item in enumerate(value):
-            path = ("triggers", f"[{position}]")
-            if not isinstance(item, dict):
-                self.report(f"must be a mapping with group, version, kind and match, got {_type_name(item)}", *path)
-                continue
-            self._check_keys(item, TRIGGER_KEYS, path)
-            gvk = self._gvk(item, path)
-            match = item.get("match")
-            if not isinstance(match, dict) or not match:
-                self.report("match must map fields of the related object to fields of the resource, "
-                            "e.g. {metadata.name: spec.name}", *path, "match")
-                continue
-            pairs = []
-            for related, own in match.items():
-                if not (isinstance(related, str) and isinstance(own, str)
-                        and FIELD_PATH.match(related) and FIELD_PATH.match(own)):
-                    self.report(f"invalid field paths {related!r}: {own!r}; use dotted paths such as "
-                                "metadata.name: spec.name", *path, "match")
-                    continue
-                pairs.append((related, own))
-            found.append(Trigger(gvk=gvk, match=tuple(pairs)))
-        return tuple(found)
-
-    def _playbook_or_role(
-        self, mapping: Mapping[str, Any], path: tuple[str, ...]
-    ) -> tuple[Path | None, Path | None]:
-        playbook = self._string(mapping, "playbook", path, default="")
-        role = self._string(mapping, "role", path, default="")
-        if playbook and role:
-            self.report("set either playbook or role, not both (the Operator SDK would silently use the "
-                        "playbook); remove one of them", *path)
-            return None, None
-        if mapping.get("playbook") == "" or mapping.get("role") == "":
-            empty = "playbook" if mapping.get("playbook") == "" else "role"
-            self.report("must not be empty: give a path", *path, empty)
-        if playbook:
-            return self._playbook(playbook, path), None
-        if role:
-            return None, self._role(role, path)
-        return None, None
-
-    def _playbook(self, playbook: str, path: tuple[str, ...]) -> Path | None:
-        resolved = self.base_dir / Path(playbook).expanduser()
-        if not resolved.is_file():
-            self.report(f"playbook file not found: {resolved} (relative paths are resolved against the "
-                        f"watches file's directory {self.base_dir}); fix the path or create the playbook",
-                        *path, "playbook")
-            return None
-        return resolved
-
-    def _role(self, role: str, path: tuple[str, ...]) -> Path | None:
-        candidates = role_candidates(role, self.base_dir, self.env)
-        for candidate in candidates:
-            if candidate.is_dir():
-                return candidate
-        tried = ", ".join(str(candidate) for candidate in candidates)
-        self.report(f"role {role!r} was not found; looked in: {tried}. Create the role there, or set "
-                    "ANSIBLE_ROLES_PATH / ANSIBLE_COLLECTIONS_PATH", *path, "role")
-        return None
-
-    def _finalizer(self) -> Finalizer | None:
-        value = self.data.get("finalizer")
-        if value is None:
-            return None
-        path = ("finalizer",)
-        if not isinstance(value, dict):
-            self.report(f"must be a mapping with name and playbook, role or vars, got {_type_name(value)}",
-                        *path)
-            return None
-        self._check_keys(value, FINALIZER_KEYS, path)
-        name = self._string(value, "name", path, default="")
-        if not name:
-            self.report("a finalizer needs a name, such as cache.example.com/finalizer", *path, "name")
-        elif not _is_qualified_name(name):
-            self.report(f"invalid finalizer name {name!r}: use a qualified name such as "
-                        "cache.example.com/finalizer", *path, "name")
-        playbook, role = self._playbook_or_role(value, path)
-        variables = self._vars(value, path)
-        if not value.get("playbook") and not value.get("role") and not variables:
-            self.report("a finalizer needs a playbook, a role or vars (vars re-run the main playbook/role "
-                        "with them)", *path)
-        return Finalizer(name=name, playbook=playbook, role=role, vars=variables)
-
-    def _blacklist(self) -> tuple[GroupVersionKind, ...]:
-        value = self.data.get("blacklist")
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            self.report(f"must be a list of {{group, version, kind}}, got {_type_name(value)}", "blacklist")
-            return ()
-        items: list[GroupVersionKind] = []
-        for position, item in enumerate(value):
-            path = ("blacklist", f"[{position}]")
-            if not isinstance(item, dict):
-                self.report(f"must be a mapping with group, version and kind, got {_type_name(item)}", *path)
-                continue
-            self._check_keys(item, GVK_KEYS, path)
-            items.append(self._gvk(item, path))
-        return tuple(items)
-
-    # -- selectors ---------------------------------------------------------------------------
-    def _selector(self) -> LabelSelector:
-        value = self.data.get("selector")
-        if value is None:
-            return LabelSelector()
-        if not isinstance(value, dict):
-            self.report("must be a mapping with matchLabels and/or matchExpressions, "
-                        f"got {_type_name(value)}", "selector")
-            return LabelSelector()
-        self._check_keys(value, SELECTOR_KEYS, ("selector",))
-        return LabelSelector(self._match_labels(value.get("matchLabels")),
-                             self._match_expressions(value.get("matchExpressions")))
-
-    def _match_labels(self, value: Any) -> dict[str, str]:
-        path = ("selector", "matchLabels")
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.report(f"must be a mapping of label keys to values, got {_type_name(value)}", *path)
-            return {}
-        labels: dict[str, str] = {}
-        for key, label in value.items():
-            if not isinstance(key, str) or not _is_qualified_name(key):
-                self.report(f"invalid label key {key!r}: use a name such as app or example.com/tier", *path)
-            elif not isinstance(label, str) or not _is_label_value(label):
-                self.report(f"invalid value {label!r} for label {key!r}: label values are strings of at most "
-                            "63 letters, digits, '-', '_' or '.' (quote numbers and booleans)", *path, key)
-            else:
-                labels[key] = label
-        return labels
-
-    def _match_expressions(self, value: Any) -> tuple[LabelSelectorRequirement, ...]:
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            self.report(f"must be a list of {{key, operator, values}}, got {_type_name(value)}",
-                        "selector", "matchExpressions")
-            return ()
-        requirements: list[LabelSelectorRequirement] = []
-        for position, item in enumerate(value):
-            requirement = self._requirement(item, ("selector", "matchExpressions", f"[{position}]"))
-            if requirement is not None:
-                requirements.append(requirement)
-        return tuple(requirements)
-
-    def _requirement(self, item: Any, path: tuple[str, ...]) -> LabelSelectorRequirement | None:
-        if not isinstance(item, dict):
-            self.report(f"must be a mapping with key, operator and values, got {_type_name(item)}", *path)
-            return None
-        self._check_keys(item, REQUIREMENT_KEYS, path)
-        key, operator, values = item.get("key"), item.get("operator"), item.get("values")
-        if not isinstance(key, str) or not _is_qualified_name(key):
-            self.report(f"invalid label key {key!r}: use a name such as app or example.com/tier",
-                        *path, "key")
-            return None
-        if operator not in SELECTOR_OPERATORS:
-            self.report(f"invalid operator {operator!r}: use one of {', '.join(SELECTOR_OPERATORS)}",
-                        *path, "operator")
-            return None
-        values = [] if values is None else values
-        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            self.report("must be a list of strings (quote numbers and booleans)", *path, "values")
-            return None
-        if operator in ("In", "NotIn") and not values:
-            self.report(f"operator {operator} needs at least one value", *path, "values")
-            return None
-        if operator in ("Exists", "DoesNotExist") and values:
-            self.report(f"operator {operator} takes no values; remove them", *path, "values")
-            return None
-        return LabelSelectorRequirement(key, operator, tuple(values))
-
-    # -- Helm --------------------------------------------------------------------------------
-    def _helm(self, gvk: GroupVersionKind) -> HelmWatch | None:
-        self._check_keys(self.data, HELM_KEYS, ())
-        chart = self._chart()
-        option = self._string(self.data, "dryRunOption", (), default="")
-        if option not in DRY_RUN_OPTIONS:
-            self.report(f"invalid dryRunOption {option!r}: use \"client\" (the default) or \"server\" "
-                        "(lets templates call lookup)", "dryRunOption")
-        watch = HelmWatch(
-            gvk=gvk,
-            chart=chart or Path(),
-            override_values=self._override_values(),
-            reconcile_period=self._duration(),
-            watch_dependent_resources=self._bool("watchDependentResources", True),
-            max_concurrent_reconciles=self._int("maxConcurrentReconciles", minimum=1),
-            selector=self._selector(),
-            dry_run_option="server" if DRY_RUN_OPTIONS.get(option) == "server" else "client",
-        )
-        return watch if chart is not None else None
-
-    def _chart(self) -> Path | None:
-        chart = self._string(self.data, "chart", (), default="")
-        if not chart:
-            if self.data.get("chart") in (None, ""):
-                self.report("must not be empty: give the path of a chart directory or .tgz", "chart")
-            return None
-        resolved = self.base_dir / Path(chart).expanduser()
-        problem = chart_problem(resolved)
-        if problem is not None:
-            self.report(f"{problem} (relative paths are resolved against the watches file's directory "
-                        f"{self.base_dir})", "chart")
-            return None
-        return resolved
-
-    def _override_values(self) -> dict[str, str]:
-        value = self.data.get("overrideValues")
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.report(f"must be a mapping of value paths to strings, got {_type_name(value)}",
-                        "overrideValues")
-            return {}
-        overrides: dict[str, str] = {}
-        for key, item in value.items():
-            if not isinstance(key, str) or not _STRVALS_PATH.fullmatch(key):
-                self.report(f"invalid value path {key!r}: use dotted paths such as image.tag or "
-                            "ingress.hosts[0].host", "overrideValues")
-            elif not isinstance(item, str):
-                self.report(f"value of {key!r} must be a string, got {_type_name(item)} {item!r}; quote it",
-                            "overrideValues")
-            elif "{{" in item:
-                self.report(f"value of {key!r} uses a Go template ({{{{ ... }}}}), which is not supported; "
-                            "compute the value outside and pass it through an environment variable",
-                            "overrideValues")
-            else:
-                overrides[key] = expand_env_or_empty(item, self.env)
-        return overrides
-
-
-def role_candidates(role: str, base_dir: Path, env: Mapping[str, str]) -> list[Path]:
-    """Where a ``role`` reference may live, in the order the first existing one wins (module docstring)."""
-    if Path(role).is_absolute():
-        return [Path(role)]
-    candidates: list[Path] = []
-    parts = role.split(".")
-    if len(parts) == 3:
-        collections = env.get("ANSIBLE_COLLECTIONS_PATH") or DEFAULT_COLLECTIONS_PATH
-        for parent in _search_path(collections, base_dir, env):
-            candidates.append(parent / "ansible_collections" / parts[0] / parts[1] / "roles" / parts[2])
-    for parent in _search_path(env.get("ANSIBLE_ROLES_PATH", ""), base_dir, env):
-        candidates += [parent / role, parent / "roles" / role]
-    candidates.append(base_dir / "roles" / role)
-    return candidates
-
-
-def chart_problem(chart: Path) -> str | None:
-    """Why ``chart`` is not a usable chart directory or ``.tgz`` archive, or None if it is."""
-    if chart.is_dir():
-        if not (chart / "Chart.yaml").is_file():
-            return f"{chart} is a directory without Chart.yaml; point chart at a Helm chart directory"
-        return None
-    if not chart.exists():
-        return f"chart not found: {chart}; fix the path or create the chart (helm create)"
-    if not chart.name.endswith((".tgz", ".tar.gz")):
-        return f"{chart} is a file but not a .tgz chart archive; point chart at a chart directory or .tgz"
-    try:
-        with tarfile.open(chart, "r:gz") as archive:
-            names = archive.getnames()
-    except (tarfile.TarError, OSError, EOFError) as error:
-        return f"{chart} is not a readable .tgz archive ({error}); re-create it with helm package"
-    if not any(name.count("/") == 1 and name.endswith("/Chart.yaml") for name in names):
-        return f"{chart} has no <chart>/Chart.yaml inside; re-create it with helm package"
-    return None
-
-
-def _search_path(value: str, base_dir: Path, env: Mapping[str, str]) -> list[Path]:
-    home = env.get("HOME") or str(Path.home())
-    parents = []
-    for entry in value.split(":"):
-        if not entry:
-            continue
-        expanded = home + entry[1:] if entry == "~" or entry.startswith("~/") else entry
-        parents.append(base_dir / expanded)
-    return parents
-
-
-def _unknown_key_message(key: str, allowed: frozenset[str], path: tuple[str, ...]) -> str:
-    if not path:
-        if key == "maxConcurrentReconciles" and key not in allowed:
-            return ("not a key of Ansible entries (as in the Operator SDK); set --max-concurrent-reconciles "
-                    "or the MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> environment variable instead")
-        if key in HELM_KEYS - ANSIBLE_KEYS:
-            return "only valid for Helm entries (those with chart); remove it"
-        if key in ANSIBLE_KEYS - HELM_KEYS:
-            return "only valid for Ansible entries (those with playbook or role); remove it"
-    suggestion = _closest(key, allowed)
-    hint = f'did you mean "{suggestion}"? ' if suggestion else ""
-    return f"unknown key; {hint}valid keys here are: {', '.join(sorted(allowed))}"
-
-
-def _misspelled(mapping: Mapping[str, Any], key: str) -> bool:
-    """Whether an unknown key of ``mapping`` looks like ``key`` (already reported as a suggestion)."""
-    known = ANSIBLE_KEYS | HELM_KEYS
-    return any(isinstance(other, str) and other not in known and _closest(other, frozenset({key})) == key
-               for other in mapping)
-
-
-def _closest(key: str, allowed: frozenset[str]) -> str | None:
-    normalized = {candidate.lower().replace("_", "").replace("-", ""): candidate for candidate in allowed}
-    exact = normalized.get(key.lower().replace("_", "").replace("-", ""))
-    if exact is not None:
-        return exact
-    matches = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6)
-    return matches[0] if matches else None
-
-
-def _key_path(keys: tuple[str, ...]) -> str:
-    """``("blacklist", "[0]", "kind")`` -> ``blacklist[0].kind``."""
-    return ".".join(keys).replace(".[", "[")
-
-
-def _is_qualified_name(value: str) -> bool:
-    prefix, _, name = value.rpartition("/")
-    if "/" in prefix or (value.count("/") == 1 and not prefix):
-        return False
-    if prefix and (len(prefix) > 253 or not _GROUP.fullmatch(prefix)):
-        return False
-    return 0 < len(name) <= 63 and bool(_NAME.fullmatch(name))
-
-
-def _is_label_value(value: str) -> bool:
-    return len(value) <= 63 and bool(_NAME.fullmatch(value))
-
-
-def _type_name(value: Any) -> str:
-    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-             float: "a number", type(None): "nothing"}
-    return names.get(type(value), type(value).__name__)
+    return count(node)

@@ -26,8 +26,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+from hybrid_operator import clock
 
 # --- condition statuses -------------------------------------------------------------------------
 TRUE = "True"
@@ -43,18 +45,8 @@ REDACTED = "***"
 
 Status = dict[str, Any]
 
-def format_time(moment: datetime) -> str:
-    """Render a ``lastTransitionTime`` like Kubernetes does: RFC 3339, UTC, whole seconds.
-
-    A naive datetime is taken to be UTC already.
-    """
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every occurrence of each secret value in ``text`` with :data:`~hybrid_operator.errors.REDACTED`.
+    """Replace every occurrence of each secret value in ``text`` with :data:`REDACTED`.
 
     Empty secrets are ignored; longer secrets are replaced first so that a secret containing
     another one is hidden whole.
@@ -114,7 +106,7 @@ def set_condition(conditions: Sequence[Any], new: Condition, now: datetime) -> l
         if isinstance(entry, dict) and entry.get("type") == new.type:
             result[index] = new.to_dict(transition_time(entry, new.status, now))
             return result
-    result.append(new.to_dict(format_time(now)))
+    result.append(new.to_dict(clock.rfc3339(now)))
     return result
 
 
@@ -131,7 +123,7 @@ def transition_time(old: Mapping[str, Any], new_status: str, now: datetime) -> s
     kept = old.get("lastTransitionTime")
     if old.get("status") == new_status and isinstance(kept, str) and kept:
         return kept
-    return format_time(now)
+    return clock.rfc3339(now)
 
 
 def flip_if_present(conditions: list[Any], condition_type: str, new_status: str, now: datetime) -> list[Any]:

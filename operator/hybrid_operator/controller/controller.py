@@ -2,9 +2,10 @@
 
 For every ``watches.yaml`` entry a :class:`Controller` turns kopf's raw watch events into keys on a
 work queue (after the event filter of :mod:`.predicates`); workers run the reconciler on the object
-as it is *now*, then requeue after the reconcile period or, after a failure, after an exponential
-backoff (1 s doubling to 5 min).  Workers run only while the process reconciles (see
-:mod:`hybrid_operator.manager.operator` for leadership and shutdown).
+as it is *now*, then requeue after the reconcile period or, after a failure, after the queue's
+per-key exponential backoff (1 s doubling to 5 min, reset by a success).  The queue keeps one
+pending entry per key, so an event never starts a second resync chain.  Workers run only while
+the process reconciles (see :mod:`hybrid_operator.manager.operator` for leadership and shutdown).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hybrid_operator.config.model import AnsibleWatch, HelmWatch, Watch
 from hybrid_operator.config.settings import Settings
-from hybrid_operator.config.watches import AnsibleWatch, HelmWatch, Watch
 from hybrid_operator.controller import dependents, predicates, triggers
 from hybrid_operator.controller.metrics import OperatorMetrics
 from hybrid_operator.controller.reconcile import Outcome, Reconciler
-from hybrid_operator.controller.workqueue import Backoff, WorkQueue
+from hybrid_operator.controller.workqueue import Backoff, Clock, MonotonicClock, WorkQueue
 from hybrid_operator.kube import objects
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,9 @@ class Controller:
     reconciler: Reconciler
     workers: int
     seen: dict[Key, predicates.Seen] = field(default_factory=dict)
+    #: the retry rate limiter of every queue this controller makes (kept across leadership changes)
     backoff: Backoff = field(default_factory=Backoff)
+    clock: Clock = field(default_factory=MonotonicClock)
     queue: WorkQueue[Key] = field(init=False)
     trigger_indexes: list[triggers.TriggerIndex] = field(default_factory=list)
     on_known_children: Callable[[Controller, set[dependents.ChildKind]], None] | None = None
@@ -85,7 +88,7 @@ class Controller:
 
     def __post_init__(self) -> None:
         self.name = self.name or self.watch.gvk.kind
-        self.queue = WorkQueue(self._process, self.workers)
+        self.queue = self._new_queue()
         self.idle.set()
         if isinstance(self.watch, AnsibleWatch):
             self.trigger_indexes = [triggers.TriggerIndex(t, self.enqueue) for t in self.watch.triggers]
@@ -113,10 +116,13 @@ class Controller:
             return
         self.running = False
         old = self.queue
-        self.queue = WorkQueue(self._process, self.workers)
+        self.queue = self._new_queue()
         await old.stop()
         for key in self.seen:
             self.queue.add(key)
+
+    def _new_queue(self) -> WorkQueue[Key]:
+        return WorkQueue(self._process, self.workers, rate_limiter=self.backoff, clock=self.clock)
 
     async def close(self) -> None:
         self.running = False
@@ -172,11 +178,14 @@ class Controller:
             self.metrics.reconciled(self.name, outcome_result(outcome), time.monotonic() - started)
         duration = round(time.monotonic() - started, 3)
         if outcome.failed:
-            delay = outcome.retry_after if outcome.retry_after is not None else self.backoff.next_delay(key)
+            if outcome.retry_after is not None:
+                delay = outcome.retry_after
+                self.queue.add_after(key, delay)
+            else:
+                delay = self.queue.add_rate_limited(key)
             log.info("reconcile will retry", extra={"kind": self.watch.gvk.kind, "namespace": key[0], "cr": key[1],
                                                     "retry_in": delay, "duration": duration})
-            self.queue.add_after(key, delay)
             return
-        self.backoff.forget(key)
+        self.queue.forget(key)
         if outcome.requeue_after is not None:
             self.queue.add_after(key, outcome.requeue_after)

@@ -23,9 +23,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybrid_operator import errors
-from hybrid_operator.config.watches import GroupVersionKind
-from hybrid_operator.kube import objects
+from hybrid_operator.config.model import GroupVersionKind
+from hybrid_operator.kube import informer, objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
 
 log = logging.getLogger(__name__)
@@ -115,11 +114,33 @@ def owners_of(obj: dict[str, Any], owner_kinds: set[OwnerKind],
 
 @dataclass
 class _Watch:
+    """One dependent kind followed for the owner kinds that asked for it (an informer handler)."""
+
     child: ChildKind
+    enqueue: Enqueue
     owners: set[OwnerKind] = field(default_factory=set)
     helm_owners: set[OwnerKind] = field(default_factory=set)
     task: asyncio.Task[None] | None = None
     essences: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def listed(self, ref: ResourceRef, obj: dict[str, Any]) -> None:
+        self.essences[objects.key(obj)] = essence(obj)
+
+    def changed(self, ref: ResourceRef, event_type: str, obj: dict[str, Any]) -> None:
+        """A change that is more than status or bookkeeping re-enqueues the child's owners."""
+        key = objects.key(obj)
+        current = essence(obj)
+        previous = self.essences.get(key)
+        if event_type == "DELETED":
+            self.essences.pop(key, None)
+        else:
+            self.essences[key] = current
+        if event_type == "ADDED" or (event_type == "MODIFIED" and previous == current):
+            return
+        for owner_kind, namespace, name in owners_of(obj, self.owners, self.helm_owners):
+            log.info("dependent changed", extra={"child": f"{self.child.kind}/{key[1]}", "event": event_type,
+                                                 "owner": f"{owner_kind[1]}/{name}"})
+            self.enqueue(owner_kind, namespace, name)
 
 
 class DependentWatches:
@@ -145,9 +166,11 @@ class DependentWatches:
             if helm:
                 existing.helm_owners.add(owner)
             return False
-        watch = _Watch(child, {owner}, {owner} if helm else set())
+        watch = _Watch(child, self.enqueue, {owner}, {owner} if helm else set())
         self._watches[child] = watch
-        watch.task = asyncio.get_running_loop().create_task(self._follow(watch))
+        watch.task = asyncio.get_running_loop().create_task(
+            informer.follow(self.cluster, (child.group, child.version, child.kind), self.namespaces, watch,
+                            what=f"dependents {kind_text(child)}"))
         log.info("dependent watch started", extra={"child": kind_text(child), "owner": "/".join(owner)})
         return True
 
@@ -160,50 +183,3 @@ class DependentWatches:
             if watch.task is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await watch.task
-
-    async def _follow(self, watch: _Watch) -> None:
-        delay = 1.0
-        while True:
-            try:
-                ref = await asyncio.to_thread(self.cluster.resolve, watch.child.group, watch.child.version,
-                                              watch.child.kind)
-                scopes = self.namespaces if (ref.namespaced and self.namespaces) else ("",)
-                await asyncio.gather(*(self._follow_scope(watch, ref, scope) for scope in scopes))
-                delay = 1.0
-            except asyncio.CancelledError:
-                raise
-            except (errors.TemporaryError, OSError, ValueError) as exc:
-                log.warning("dependent watch failed", extra={"child": kind_text(watch.child), "error": str(exc),
-                                                             "retry_in": delay})
-                await asyncio.sleep(delay)
-                delay = min(60.0, delay * 2)
-
-    async def _follow_scope(self, watch: _Watch, ref: ResourceRef, namespace: str) -> None:
-        items, version = await asyncio.to_thread(self.cluster.list_with_version, ref, namespace)
-        for obj in items:
-            meta = objects.meta(obj)
-            watch.essences[(str(meta.get("namespace") or ""), str(meta.get("name")))] = essence(obj)
-        async for event in self.cluster.watch(ref, namespace, version, timeout_seconds=300):
-            self._handle(watch, event)
-
-    def _handle(self, watch: _Watch, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        obj = event.get("object") or {}
-        if kind == "ERROR":
-            raise errors.TemporaryError(f"watch of {kind_text(watch.child)} ended: {obj.get('message', '')}")
-        if kind not in ("ADDED", "MODIFIED", "DELETED"):
-            return
-        meta = objects.meta(obj)
-        key = (str(meta.get("namespace") or ""), str(meta.get("name")))
-        current = essence(obj)
-        previous = watch.essences.get(key)
-        if kind == "DELETED":
-            watch.essences.pop(key, None)
-        else:
-            watch.essences[key] = current
-        if kind == "ADDED" or (kind == "MODIFIED" and previous == current):
-            return
-        for owner_kind, namespace, name in owners_of(obj, watch.owners, watch.helm_owners):
-            log.info("dependent changed", extra={"child": f"{watch.child.kind}/{key[1]}", "event": kind,
-                                                 "owner": f"{owner_kind[1]}/{name}"})
-            self.enqueue(owner_kind, namespace, name)

@@ -19,7 +19,7 @@ from typing import Any
 
 import kopf
 
-from hybrid_operator.config.watches import Watch
+from hybrid_operator.config.model import Watch
 from hybrid_operator.kube.connection import Connection
 
 log = logging.getLogger(__name__)

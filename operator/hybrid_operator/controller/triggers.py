@@ -20,10 +20,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybrid_operator import errors
-from hybrid_operator.config.watches import GroupVersionKind, Trigger
+from hybrid_operator.config.model import GroupVersionKind, Trigger
 from hybrid_operator.controller import dependents
-from hybrid_operator.kube import objects
+from hybrid_operator.kube import informer, objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
 
 log = logging.getLogger(__name__)
@@ -92,10 +91,45 @@ class TriggerIndex:
 
 @dataclass
 class _Follower:
+    """One related kind, feeding every trigger index that refers to it (an informer handler)."""
+
     gvk: GroupVersionKind
     indexes: list[TriggerIndex] = field(default_factory=list)
     last: dict[tuple[str, str], tuple[str, list[Values]]] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
+
+    def listed(self, ref: ResourceRef, obj: dict[str, Any]) -> None:
+        self._remember(obj)
+
+    def _remember(self, obj: dict[str, Any]) -> tuple[str, list[Values]] | None:
+        key = objects.key(obj)
+        previous = self.last.get(key)
+        self.last[key] = (dependents.essence(obj), [related_values(obj, i.trigger) for i in self.indexes])
+        return previous
+
+    def changed(self, ref: ResourceRef, event_type: str, obj: dict[str, Any]) -> None:
+        """Enqueue the CRs the object matched before or matches now (all of them when it was deleted)."""
+        key = objects.key(obj)
+        if event_type == "DELETED":
+            previous = self.last.pop(key, None)
+            current: tuple[str, list[Values]] | None = None
+        else:
+            previous = self._remember(obj)
+            current = self.last[key]
+        if event_type == "MODIFIED" and previous is not None and current is not None and previous[0] == current[0]:
+            return
+        namespace = key[0] if ref.namespaced else None
+        for position, index in enumerate(self.indexes):
+            affected: set[Key] = set()
+            for state in (previous, current):
+                if state is not None:
+                    affected.update(index.matching(namespace, state[1][position]))
+            if event_type == "DELETED":
+                affected.update(index.matching(namespace, related_values(obj, index.trigger)))
+            for cr_key in sorted(affected):
+                log.info("related object changed", extra={"related": f"{self.gvk.kind}/{key[1]}",
+                                                          "event": event_type, "cr": cr_key[1]})
+                index.enqueue(cr_key)
 
 
 class RelatedWatches:
@@ -113,7 +147,9 @@ class RelatedWatches:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         for follower in self._followers.values():
-            follower.task = loop.create_task(self._follow(follower))
+            gvk = follower.gvk
+            follower.task = loop.create_task(informer.follow(
+                self.cluster, (gvk.group, gvk.version, gvk.kind), self.namespaces, follower, what=f"related {gvk}"))
 
     async def close(self) -> None:
         for follower in self._followers.values():
@@ -121,64 +157,6 @@ class RelatedWatches:
                 follower.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await follower.task
-
-    async def _follow(self, follower: _Follower) -> None:
-        delay = 1.0
-        gvk = follower.gvk
-        while True:
-            try:
-                ref = await asyncio.to_thread(self.cluster.resolve, gvk.group, gvk.version, gvk.kind)
-                scopes = self.namespaces if (ref.namespaced and self.namespaces) else ("",)
-                await asyncio.gather(*(self._scope(follower, ref, scope) for scope in scopes))
-                delay = 1.0
-            except asyncio.CancelledError:
-                raise
-            except (errors.TemporaryError, OSError, ValueError) as exc:
-                log.warning("related watch failed", extra={"related": str(gvk), "error": str(exc), "retry_in": delay})
-                await asyncio.sleep(delay)
-                delay = min(60.0, delay * 2)
-
-    async def _scope(self, follower: _Follower, ref: ResourceRef, namespace: str) -> None:
-        items, version = await asyncio.to_thread(self.cluster.list_with_version, ref, namespace)
-        for obj in items:
-            self._remember(follower, obj)
-        async for event in self.cluster.watch(ref, namespace, version, timeout_seconds=300):
-            kind = event.get("type")
-            if kind == "ERROR":
-                raise errors.TemporaryError(f"watch of {follower.gvk} ended: {event.get('object')}")
-            if kind in ("ADDED", "MODIFIED", "DELETED"):
-                self._changed(follower, ref, str(kind), event.get("object") or {})
-
-    def _remember(self, follower: _Follower, obj: dict[str, Any]) -> tuple[str, list[Values]] | None:
-        meta = objects.meta(obj)
-        key = (str(meta.get("namespace") or ""), str(meta.get("name")))
-        previous = follower.last.get(key)
-        follower.last[key] = (dependents.essence(obj), [related_values(obj, i.trigger) for i in follower.indexes])
-        return previous
-
-    def _changed(self, follower: _Follower, ref: ResourceRef, kind: str, obj: dict[str, Any]) -> None:
-        meta = objects.meta(obj)
-        key = (str(meta.get("namespace") or ""), str(meta.get("name")))
-        if kind == "DELETED":
-            previous = follower.last.pop(key, None)
-            current: tuple[str, list[Values]] | None = None
-        else:
-            previous = self._remember(follower, obj)
-            current = follower.last[key]
-        if kind == "MODIFIED" and previous is not None and current is not None and previous[0] == current[0]:
-            return
-        namespace = key[0] if ref.namespaced else None
-        for position, index in enumerate(follower.indexes):
-            affected: set[Key] = set()
-            for state in (previous, current):
-                if state is not None:
-                    affected.update(index.matching(namespace, state[1][position]))
-            if kind == "DELETED":
-                affected.update(index.matching(namespace, related_values(obj, index.trigger)))
-            for cr_key in sorted(affected):
-                log.info("related object changed", extra={"related": f"{follower.gvk.kind}/{key[1]}",
-                                                          "event": kind, "cr": cr_key[1]})
-                index.enqueue(cr_key)
 
 
 def related_objects(cluster: ClusterClient, cr: dict[str, Any], triggers: Iterable[Trigger]) -> dict[str, Any]:

@@ -35,6 +35,8 @@ from typing import Any, Literal
 
 import yaml
 
+from hybrid_operator import errors
+
 log = logging.getLogger(__name__)
 
 DryRun = Literal["client", "server"]
@@ -54,7 +56,7 @@ class HelmErrorKind(enum.Enum):
     OTHER = "other"
 
 
-class HelmError(Exception):
+class HelmError(errors.HybridOperatorError):
     """A helm command failed; ``message`` is helm's own (``Error: `` prefix removed)."""
 
     def __init__(self, kind: HelmErrorKind, message: str, command: str) -> None:

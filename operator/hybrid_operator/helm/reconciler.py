@@ -2,24 +2,31 @@
 
 Why this module exists: it is the Operator SDK's Helm reconciler (``compat-helm.md`` §2) rebuilt on
 the helm v4 CLI, with its known failure modes fixed.  Per CR (release name = CR name, namespace =
-CR namespace, values = spec with the watch's overrides):
+CR namespace, values = spec with the watch's overrides), helm's answers give the release's state
+(:func:`hybrid_operator.helm.release.release_state`), and the state gives the action:
 
-* no release -> ``install`` (a failed install is uninstalled, ``ReleaseFailed/InstallError``);
-* a release left ``pending-*`` by a killed process is recovered first (rolled back to the last
-  deployed revision, or uninstalled when nothing was ever deployed) instead of blocking forever;
-* the candidate manifest (a dry-run upgrade) differs from the deployed one -> ``upgrade`` with
-  exactly these values (``--reset-values``, so ``spec: {}`` resets); a failed upgrade is rolled back
-  once and reported as ``ReleaseFailed/UpgradeError``, then retried with backoff;
-* unless the inputs (chart content + values, recorded as a label on the revision we made) are
-  unchanged: then the chart renders differently for the same inputs (random values, ``lookup``),
-  and instead of a new revision per resync the CR gets ``NondeterministicRender=True`` and an Event;
-* otherwise drift repair: the deployed manifest's objects are re-applied with server-side apply as
-  field manager ``helm`` (with helm's ownership labels/annotations), so deleted or edited objects
-  come back without a new revision.
+* needs-install -> ``install`` (a failed install is uninstalled, ``ReleaseFailed/InstallError``);
+* pending (a ``pending-*`` revision left by a killed process) -> recovered first: rolled back to
+  the last deployed revision, or uninstalled when nothing was ever deployed, instead of blocking
+  forever; failed with nothing deployed -> uninstalled, then installed;
+* needs-upgrade (the candidate manifest of a dry-run upgrade differs from the deployed one and the
+  inputs changed) -> ``upgrade`` with exactly these values (``--reset-values``, so ``spec: {}``
+  resets); a failed upgrade is rolled back once and reported as ``ReleaseFailed/UpgradeError``,
+  then retried with backoff;
+* unchanged -> drift repair: the deployed manifest's objects are re-applied with server-side apply
+  as field manager ``helm`` (with helm's ownership labels/annotations), so deleted or edited objects
+  come back without a new revision.  When the manifests differ although the inputs (chart content +
+  values, recorded as a label on the revision we made) did not change, the chart renders
+  differently for the same inputs (random values, ``lookup``): instead of a new revision per
+  resync the CR gets ``NondeterministicRender=True`` and an Event.
 
 Deletion uninstalls the release behind the ``uninstall-release`` finalizer (the legacy
 ``uninstall-helm-release`` is honoured); with ``uninstall-wait`` the finalizer stays until every
-manifest object is gone.  Status is written once per phase and only when it changed.
+manifest object is gone.
+
+Every path ends in a :class:`Verdict` (the whole status change, the Events, the outcome), and
+:meth:`HelmReconciler._conclude` applies it: the status is written once per reconcile, and only when
+it changed.
 """
 
 from __future__ import annotations
@@ -27,39 +34,42 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import timedelta
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-import yaml
-
 from hybrid_operator import clock, errors
+from hybrid_operator.config.model import HelmWatch
 from hybrid_operator.config.settings import Settings
-from hybrid_operator.config.values import annotation_duration, parse_bool
-from hybrid_operator.config.watches import HelmWatch
 from hybrid_operator.controller import conditions
 from hybrid_operator.controller.dependents import ChildKind
 from hybrid_operator.controller.metrics import OperatorMetrics
 from hybrid_operator.controller.reconcile import Outcome, RunCancel
-from hybrid_operator.helm import status, values
-from hybrid_operator.helm.client import DEPLOYED, PENDING, ActionOptions, HelmClient, HelmError, HelmErrorKind
+from hybrid_operator.helm import release, status, values
+from hybrid_operator.helm.annotations import (
+    FINALIZER,
+    LEGACY_FINALIZER,
+    NO_OPTIONS,
+    PREFIX,
+    HelmOptions,
+    helm_options,
+)
+from hybrid_operator.helm.client import DEPLOYED, ActionOptions, HelmClient, HelmError, HelmErrorKind, Release
+from hybrid_operator.helm.manifests import (
+    FIELD_MANAGER,
+    KEEP_POLICY,
+    child_kinds,
+    manifest_objects,
+    with_helm_ownership,
+)
+from hybrid_operator.helm.release import INPUTS_LABEL, Phase, ReleaseState, inputs_label
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
 
+__all__ = ["FINALIZER", "INPUTS_LABEL", "LEGACY_FINALIZER", "PREFIX", "HelmOptions", "HelmReconciler",
+           "Verdict", "helm_options", "inputs_label", "manifest_objects", "with_helm_ownership"]
+
 log = logging.getLogger(__name__)
-
-PREFIX = "helm.sdk.operatorframework.io/"
-FINALIZER = PREFIX + "uninstall-release"
-LEGACY_FINALIZER = PREFIX + "uninstall-helm-release"
-UPGRADE_FORCE = PREFIX + "upgrade-force"
-ROLLBACK_FORCE = PREFIX + "rollback-force"
-UNINSTALL_WAIT = PREFIX + "uninstall-wait"
-RECONCILE_PERIOD = PREFIX + "reconcile-period"
-
-FIELD_MANAGER = "helm"
-INPUTS_LABEL = "hybrid-operator.dev/inputs"
-KEEP_POLICY = "helm.sh/resource-policy"
 
 NONDETERMINISTIC = "NondeterministicRender"
 REASON_SAME_INPUTS = "SameInputsDifferentManifest"
@@ -68,76 +78,43 @@ EVENT_RECOVERED = "ReleaseRecovered"
 EVENT_DRIFT = "DriftRepaired"
 UNINSTALL_WAIT_POLL = 1.0
 
-@dataclass(frozen=True)
-class HelmOptions:
-    """What the CR's annotations ask of this reconcile (watch and flags as fallbacks)."""
-
-    period: timedelta
-    install: ActionOptions
-    upgrade: ActionOptions
-    rollback: ActionOptions
-    uninstall: ActionOptions
-    uninstall_wait: bool
-
-
-def helm_options(obj: dict[str, Any], watch: HelmWatch, settings: Settings) -> HelmOptions:
-    """Read the SDK's and helm-operator-plugins' annotations; a bad reconcile period raises PermanentError."""
-    notes = objects.annotations(obj)
-    period = annotation_duration(notes, RECONCILE_PERIOD, watch.reconcile_period or settings.reconcile_period)
-
-    def action(verb: str, force: bool = False) -> ActionOptions:
-        return ActionOptions(no_hooks=parse_bool(notes.get(f"{PREFIX}{verb}-disable-hooks", ""), False),
-                             description=str(notes.get(f"{PREFIX}{verb}-description", "")), force=force)
-
-    return HelmOptions(
-        period=period,
-        install=action("install"),
-        upgrade=action("upgrade", parse_bool(notes.get(UPGRADE_FORCE, ""), False)),
-        rollback=ActionOptions(force=parse_bool(notes.get(ROLLBACK_FORCE, ""), True)),
-        uninstall=action("uninstall"),
-        uninstall_wait=parse_bool(notes.get(UNINSTALL_WAIT, ""), False),
-    )
-
-
-def inputs_label(inputs: str, revision: int) -> str:
-    """The label value tying an input digest to the revision made from it (labels survive user upgrades)."""
-    return f"{inputs}-r{revision}"
-
-
-def manifest_objects(manifest: str) -> list[dict[str, Any]]:
-    """The objects of a rendered manifest (``kind: List`` expanded, empty documents dropped)."""
-    found: list[dict[str, Any]] = []
-    for document in yaml.safe_load_all(manifest):
-        if not isinstance(document, dict):
-            continue
-        if document.get("kind") == "List" and isinstance(document.get("items"), list):
-            found += [item for item in document["items"] if isinstance(item, dict)]
-        else:
-            found.append(document)
-    return found
-
-
-def with_helm_ownership(obj: dict[str, Any], release: str, namespace: str) -> dict[str, Any]:
-    """``obj`` with the label and annotations helm adds when it applies (they are not in the manifest)."""
-    meta = dict(objects.meta(obj))
-    meta["labels"] = {**(meta.get("labels") or {}), "app.kubernetes.io/managed-by": "Helm"}
-    meta["annotations"] = {**(meta.get("annotations") or {}), "meta.helm.sh/release-name": release,
-                           "meta.helm.sh/release-namespace": namespace}
-    return {**obj, "metadata": meta}
-
-
-def _group_version(api_version: str) -> tuple[str, str]:
-    group, _, version = api_version.rpartition("/")
-    return group, version
+StatusChange = Callable[[dict[str, Any] | None], dict[str, Any]]
 
 
 @dataclass(frozen=True)
-class Current:
-    """The revision the release is at (the last deployed one) and the newest revision number."""
+class Verdict:
+    """How one reconcile ends; :meth:`HelmReconciler._conclude` applies it, in this order:
 
-    revision: int
-    labels: dict[str, str]
-    latest_revision: int
+    one status write (``status``, computed from the status as it is then), the ``events``, the
+    dependent kinds of ``manifest``, the removal of ``release_finalizers``, a "run finished" log
+    line when ``result`` is set, and ``outcome`` for the controller.
+    """
+
+    outcome: Outcome
+    result: str | None = None
+    status: StatusChange | None = None
+    events: tuple[tuple[str, str, str], ...] = ()
+    manifest: str | None = None
+    release_finalizers: tuple[str, ...] = ()
+    #: key/values of the "run finished" log line (revision, error)
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class _DryRunFailed(Exception):
+    """The candidate (dry-run upgrade) or the deployed manifest could not be had."""
+
+    def __init__(self, error: HelmError) -> None:
+        self.error = error
+        super().__init__(error.message)
+
+
+def _comparison_failed(error: BaseException) -> BaseException:
+    """A helm failure of the dry-run or the manifest read as :class:`_DryRunFailed`; anything else as is."""
+    if not isinstance(error, HelmError):
+        return error
+    failed = _DryRunFailed(error)
+    failed.__cause__ = error
+    return failed
 
 
 @dataclass
@@ -168,7 +145,7 @@ class Job:
 
 
 class HelmReconciler:
-    """Reconciles the CRs of one Helm watch (implements :class:`hybrid_operator.reconciler.Reconciler`)."""
+    """Reconciles the CRs of one Helm watch (implements :class:`hybrid_operator.controller.reconcile.Reconciler`)."""
 
     def __init__(self, watch: HelmWatch, cluster: ClusterClient, helm: HelmClient, settings: Settings,
                  slots: asyncio.Semaphore, chart_digest: str, *, metrics: OperatorMetrics | None = None,
@@ -192,28 +169,24 @@ class HelmReconciler:
         try:
             ref = await asyncio.to_thread(self.cluster.resolve, gvk.group, gvk.version, gvk.kind)
             obj = await asyncio.to_thread(self.cluster.get, ref, namespace, name)
-        except errors.TemporaryError as exc:
-            self._log("reconcile deferred", namespace, name, error=str(exc))
-            return Outcome(failed=True, retry_after=exc.delay)
-        if obj is None:
-            self._wait_manifests.pop((namespace, name), None)
-            return Outcome()
-        if not self.watch.selector.matches(objects.labels(obj)):
-            return Outcome()
-        try:
-            options = helm_options(obj, self.watch, self.settings)
-        except errors.PermanentError as exc:
-            job = Job(ref, obj, HelmOptions(timedelta(0), *(ActionOptions(),) * 4, False), time.monotonic())
-            return await self._irreconcilable(job, str(exc))
-        job = Job(ref, obj, options, time.monotonic())
-        try:
+            if obj is None:
+                self._wait_manifests.pop((namespace, name), None)
+                return Outcome()
+            if not self.watch.selector.matches(objects.labels(obj)):
+                return Outcome()
+            try:
+                options = helm_options(obj, self.watch, self.settings)
+            except errors.PermanentError as exc:
+                job = Job(ref, obj, NO_OPTIONS, time.monotonic())
+                return await self._conclude(job, self._irreconcilable(job, str(exc)))
+            job = Job(ref, obj, options, time.monotonic())
             async with self.slots:
-                return await self._cancellable(job)
+                return await self._conclude(job, await self._cancellable(job))
         except errors.TemporaryError as exc:
             self._log("reconcile deferred", namespace, name, error=str(exc))
             return Outcome(failed=True, retry_after=exc.delay)
 
-    async def _cancellable(self, job: Job) -> Outcome:
+    async def _cancellable(self, job: Job) -> Verdict:
         """The helm work of one reconcile, stopped when runs are cancelled (graceful shutdown timeout)."""
         deleting = objects.deleting(job.obj)
         work = asyncio.ensure_future(self._delete(job) if deleting else self._reconcile_live(job))
@@ -232,120 +205,149 @@ class HelmReconciler:
                 self.metrics.active_runs.add(-1, "helm")
                 self.metrics.run_time.observe(time.monotonic() - started, "helm", self.watch.gvk.kind)
         if work.cancelled():
-            return await self._irreconcilable(job, self.cancel.message())
+            return self._irreconcilable(job, self.cancel.message())
         return work.result()
 
     # -- live CRs ------------------------------------------------------------------------------
 
-    async def _reconcile_live(self, job: Job) -> Outcome:
+    async def _reconcile_live(self, job: Job) -> Verdict:
         finalizers = objects.finalizers(job.obj)
         if FINALIZER not in finalizers and LEGACY_FINALIZER not in finalizers:
             updated = await asyncio.to_thread(self.cluster.set_finalizer, job.ref, job.obj, FINALIZER, True)
             if updated is None:
-                return Outcome()
+                return Verdict(Outcome())
             job.obj = updated
-        await self._write_status(job, lambda old: status.initialized(old, clock.now()))
         try:
             composed = values.compose(job.obj.get("spec"), self.watch.override_values)
         except values.ValuePathError as exc:
-            return await self._irreconcilable(job, f"overrideValues: {exc}")
+            return self._irreconcilable(job, f"overrideValues: {exc}")
         inputs = values.inputs_digest(self.chart_digest, composed.values)
         try:
-            current = await self._current_release(job)
+            state = await self._settled_state(job, composed, inputs)
+        except _DryRunFailed as exc:
+            if exc.error.kind is HelmErrorKind.RENDER:
+                return self._release_failed(job, status.REASON_UPGRADE_ERROR, exc.error.message)
+            return self._irreconcilable(job, f"dry-run upgrade of release {job.name} failed: {exc.error.message}")
         except HelmError as exc:
-            return await self._irreconcilable(job, f"cannot read the state of release {job.name}: {exc.message}")
-        if current is None:
+            return self._irreconcilable(job, f"cannot read the state of release {job.name}: {exc.message}")
+        if state.phase is Phase.NEEDS_INSTALL:
             return await self._install(job, composed, inputs)
-        try:
-            candidate = await self.helm.upgrade(job.name, job.namespace, self.watch.chart, composed.values,
-                                                job.options.upgrade, dry_run=self.watch.dry_run_option)
-            deployed_manifest = await self.helm.manifest(job.name, job.namespace, current.revision)
-        except HelmError as exc:
-            if exc.kind is HelmErrorKind.RENDER:
-                return await self._release_failed(job, status.REASON_UPGRADE_ERROR, exc.message)
-            return await self._irreconcilable(job, f"dry-run upgrade of release {job.name} failed: {exc.message}")
-        nondeterministic = False
-        if candidate.manifest != deployed_manifest:
-            if current.labels.get(INPUTS_LABEL) != inputs_label(inputs, current.revision):
-                return await self._upgrade(job, composed, inputs, current)
-            nondeterministic = True
-        return await self._repair(job, deployed_manifest, candidate.notes, current.revision, nondeterministic)
+        if state.phase is Phase.NEEDS_UPGRADE:
+            return await self._upgrade(job, composed, inputs, state)
+        return await self._repair(job, state)
 
-    async def _current_release(self, job: Job) -> Current | None:
-        """The deployed revision to compare against, after recovering an interrupted operation; None: install."""
+    async def _settled_state(self, job: Job, composed: values.ComposedValues, inputs: str) -> ReleaseState:
+        """The release's state once an interrupted operation is recovered and a failed install removed.
+
+        Raises HelmError when helm cannot say, :class:`_DryRunFailed` when the candidate cannot be had.
+        """
+        state = await self._observe(job, composed, inputs)
+        if state.phase is Phase.PENDING:
+            state = await self._recover(job, state, composed, inputs)
+        if state.phase is Phase.FAILED:
+            self._log("removing a release that was never deployed", job.namespace, job.name,
+                      status=state.latest_status)
+            await self.helm.uninstall(job.name, job.namespace)
+            state = ReleaseState(Phase.NEEDS_INSTALL)
+        return state
+
+    async def _observe(self, job: Job, composed: values.ComposedValues, inputs: str) -> ReleaseState:
+        """Ask helm what it knows of the release (and render the candidate when there is one to compare)."""
         try:
             latest = await self.helm.info(job.name, job.namespace)
         except HelmError as exc:
-            if exc.kind is HelmErrorKind.NOT_FOUND:
-                return None
-            raise
-        if latest.status == DEPLOYED:
-            return Current(latest.revision, latest.labels, latest.revision)
-        history = await self.helm.history(job.name, job.namespace)
-        deployed = [r.revision for r in history if r.status == DEPLOYED]
-        if latest.status in PENDING:
-            return await self._recover(job, latest.status, latest.revision, deployed[-1] if deployed else None)
-        if not deployed:
-            self._log("removing a release that was never deployed", job.namespace, job.name, status=latest.status)
-            await self.helm.uninstall(job.name, job.namespace)
-            return None
-        info = await self.helm.info(job.name, job.namespace, deployed[-1])
-        return Current(info.revision, info.labels, latest.revision)
+            if exc.kind is not HelmErrorKind.NOT_FOUND:
+                raise
+            latest = None
+        history = [] if latest is None or latest.status == DEPLOYED else \
+            await self.helm.history(job.name, job.namespace)
+        revision = release.comparable_revision(latest, history)
+        comparison = None
+        if latest is not None and revision is not None:
+            deployed = latest if revision == latest.revision else \
+                await self.helm.info(job.name, job.namespace, revision)
+            candidate, manifest = await self._candidate(job, composed, revision)
+            comparison = release.Comparison(deployed, manifest, candidate)
+        return release.release_state(latest, history, comparison, inputs)
 
-    async def _recover(self, job: Job, state: str, revision: int, deployed: int | None) -> Current | None:
+    async def _candidate(self, job: Job, composed: values.ComposedValues, revision: int) -> tuple[Release, str]:
+        """The dry-run upgrade with today's values and the manifest of ``revision``, asked of helm at once.
+
+        Both are needed on every resync of a deployed release and neither depends on the other, so
+        the two helm processes overlap. A failure of the dry-run is reported before one of the read.
+        """
+        candidate, manifest = await asyncio.gather(
+            self.helm.upgrade(job.name, job.namespace, self.watch.chart, composed.values, job.options.upgrade,
+                              dry_run=self.watch.dry_run_option),
+            self.helm.manifest(job.name, job.namespace, revision),
+            return_exceptions=True)
+        if isinstance(candidate, BaseException):
+            raise _comparison_failed(candidate)
+        if isinstance(manifest, BaseException):
+            raise _comparison_failed(manifest)
+        return candidate, manifest
+
+    async def _recover(self, job: Job, state: ReleaseState, composed: values.ComposedValues,
+                       inputs: str) -> ReleaseState:
         """A pending-* revision no helm process will ever finish (we are the only writer of this key)."""
+        pending, revision, deployed = state.latest_status, state.latest_revision, state.deployed_revision
         if deployed is None:
             await self.helm.uninstall(job.name, job.namespace)
-            message = f"release {job.name} was left {state} (revision {revision}); uninstalled it to install again"
+            message = f"release {job.name} was left {pending} (revision {revision}); uninstalled it to install again"
         else:
             await self.helm.rollback(job.name, job.namespace, deployed, ActionOptions(force=False))
-            message = (f"release {job.name} was left {state} (revision {revision}); rolled back to the last "
+            message = (f"release {job.name} was left {pending} (revision {revision}); rolled back to the last "
                        f"deployed revision {deployed}")
-        self._log("recovered an interrupted release", job.namespace, job.name, status=state, revision=revision)
+        self._log("recovered an interrupted release", job.namespace, job.name, status=pending, revision=revision)
         await self._event(job, "Warning", EVENT_RECOVERED, message)
         if deployed is None:
-            return None
-        info = await self.helm.info(job.name, job.namespace)
-        return Current(info.revision, info.labels, info.revision)
+            return ReleaseState(Phase.NEEDS_INSTALL)
+        recovered = await self._observe(job, composed, inputs)
+        if recovered.phase is Phase.PENDING:
+            raise HelmError(HelmErrorKind.IN_PROGRESS, f"revision {recovered.latest_revision} is "
+                            f"{recovered.latest_status} again after the rollback", "helm rollback")
+        return recovered
 
-    async def _install(self, job: Job, composed: values.ComposedValues, inputs: str) -> Outcome:
+    async def _install(self, job: Job, composed: values.ComposedValues, inputs: str) -> Verdict:
         await self._post_overrides(job, composed)
         options = job.options.install
         options = ActionOptions(no_hooks=options.no_hooks, description=options.description,
                                 labels={INPUTS_LABEL: inputs_label(inputs, 1)})
         try:
-            release = await self.helm.install(job.name, job.namespace, self.watch.chart, composed.values, options)
+            installed = await self.helm.install(job.name, job.namespace, self.watch.chart, composed.values, options)
         except HelmError as exc:
             if exc.kind is not HelmErrorKind.RENDER:
                 await self._uninstall_quietly(job)
-            return await self._release_failed(job, status.REASON_INSTALL_ERROR, exc.message)
-        return await self._deployed(job, release.manifest, release.notes, status.REASON_INSTALL_SUCCESSFUL,
-                                    "installed", release.revision)
+            return self._release_failed(job, status.REASON_INSTALL_ERROR, exc.message)
+        return self._deployed(job, installed.manifest, installed.notes, status.REASON_INSTALL_SUCCESSFUL,
+                              "installed", installed.revision)
 
-    async def _upgrade(self, job: Job, composed: values.ComposedValues, inputs: str,
-                       current: Current) -> Outcome:
+    async def _upgrade(self, job: Job, composed: values.ComposedValues, inputs: str, state: ReleaseState) -> Verdict:
         await self._post_overrides(job, composed)
         wanted = job.options.upgrade
         options = ActionOptions(no_hooks=wanted.no_hooks, description=wanted.description, force=wanted.force,
-                                labels={INPUTS_LABEL: inputs_label(inputs, current.latest_revision + 1)})
+                                labels={INPUTS_LABEL: inputs_label(inputs, state.latest_revision + 1)})
         try:
-            release = await self.helm.upgrade(job.name, job.namespace, self.watch.chart, composed.values, options)
+            upgraded = await self.helm.upgrade(job.name, job.namespace, self.watch.chart, composed.values, options)
         except HelmError as exc:
-            message = exc.message + await self._rollback_failed_upgrade(job, current)
-            return await self._release_failed(job, status.REASON_UPGRADE_ERROR, message)
-        return await self._deployed(job, release.manifest, release.notes, status.REASON_UPGRADE_SUCCESSFUL,
-                                    "upgraded", release.revision)
+            message = exc.message + await self._rollback_failed_upgrade(job, state)
+            return self._release_failed(job, status.REASON_UPGRADE_ERROR, message)
+        return self._deployed(job, upgraded.manifest, upgraded.notes, status.REASON_UPGRADE_SUCCESSFUL,
+                              "upgraded", upgraded.revision)
 
-    async def _rollback_failed_upgrade(self, job: Job, current: Current) -> str:
+    async def _rollback_failed_upgrade(self, job: Job, state: ReleaseState) -> str:
         """One rollback to the revision we upgraded from, if the failed upgrade left a revision behind."""
+        target = state.deployed_revision
+        if target is None:
+            return ""
         try:
             latest = await self.helm.info(job.name, job.namespace)
-            if latest.revision <= current.revision or latest.status == DEPLOYED:
+            if latest.revision <= target or latest.status == DEPLOYED:
                 return ""
-            await self.helm.rollback(job.name, job.namespace, current.revision, job.options.rollback)
+            await self.helm.rollback(job.name, job.namespace, target, job.options.rollback)
         except HelmError as exc:
-            return f"; rollback to revision {current.revision} failed too: {exc.message}"
-        return f"; rolled back to revision {current.revision}"
+            return f"; rollback to revision {target} failed too: {exc.message}"
+        return f"; rolled back to revision {target}"
 
     async def _uninstall_quietly(self, job: Job) -> None:
         try:
@@ -353,20 +355,28 @@ class HelmReconciler:
         except HelmError as exc:
             self._log("could not uninstall a failed install", job.namespace, job.name, error=exc.message)
 
-    async def _repair(self, job: Job, manifest: str, notes: str, revision: int, nondeterministic: bool) -> Outcome:
+    async def _repair(self, job: Job, state: ReleaseState) -> Verdict:
+        comparison = state.comparison
+        if comparison is None or state.deployed_revision is None:
+            raise ValueError("drift repair needs the deployed revision")
+        manifest = comparison.deployed_manifest
         try:
             recreated = await self._apply_manifest(job, manifest)
         except errors.TemporaryError as exc:
-            return await self._irreconcilable(job, f"drift repair of release {job.name} failed: {exc}",
-                                              clear_release_failed=True)
+            return self._irreconcilable(job, f"drift repair of release {job.name} failed: {exc}",
+                                        clear_release_failed=True)
+        events: list[tuple[str, str, str]] = []
         if recreated:
-            await self._event(job, "Normal", EVENT_DRIFT, "re-created " + ", ".join(recreated))
+            events.append(("Normal", EVENT_DRIFT, "re-created " + ", ".join(recreated)))
         was_flagged = conditions.get_condition((job.obj.get("status") or {}).get("conditions") or [], NONDETERMINISTIC)
+        if state.nondeterministic and was_flagged is None:
+            events.append(("Warning", NONDETERMINISTIC, _NONDETERMINISTIC_MESSAGE))
+        revision = state.deployed_revision
         reason = status.REASON_INSTALL_SUCCESSFUL if revision == 1 else status.REASON_UPGRADE_SUCCESSFUL
-        if nondeterministic and was_flagged is None:
-            await self._event(job, "Warning", NONDETERMINISTIC, _NONDETERMINISTIC_MESSAGE)
-        outcome = "nondeterministic" if nondeterministic else "repaired" if recreated else "unchanged"
-        return await self._deployed(job, manifest, notes, reason, outcome, revision, nondeterministic)
+        result = "nondeterministic" if state.nondeterministic else "repaired" if recreated else "unchanged"
+        verdict = self._deployed(job, manifest, comparison.candidate.notes, reason, result, revision,
+                                 state.nondeterministic)
+        return replace(verdict, events=tuple(events))
 
     async def _apply_manifest(self, job: Job, manifest: str) -> list[str]:
         """Server-side apply every object of the deployed manifest as helm; the ones that had to be created."""
@@ -382,7 +392,7 @@ class HelmReconciler:
         return created
 
     async def _locate(self, item: dict[str, Any], release_namespace: str) -> tuple[ResourceRef, str, str]:
-        group, _, version = str(item.get("apiVersion") or "").rpartition("/")
+        group, version = objects.group_version(str(item.get("apiVersion") or ""))
         ref = await asyncio.to_thread(self.cluster.resolve, group, version, str(item.get("kind") or ""))
         meta = objects.meta(item)
         namespace = str(meta.get("namespace") or release_namespace) if ref.namespaced else ""
@@ -390,37 +400,34 @@ class HelmReconciler:
 
     # -- deletion ------------------------------------------------------------------------------
 
-    async def _delete(self, job: Job) -> Outcome:
-        ours = [f for f in (FINALIZER, LEGACY_FINALIZER) if f in (objects.finalizers(job.obj))]
+    async def _delete(self, job: Job) -> Verdict:
+        ours = tuple(f for f in (FINALIZER, LEGACY_FINALIZER) if f in objects.finalizers(job.obj))
         if not ours:
-            return Outcome()
+            return Verdict(Outcome())
         key = (job.namespace, job.name)
-        manifest = await self._manifest_to_wait_for(job) if job.options.uninstall_wait else ""
+        wait = job.options.uninstall_wait
+        manifest = await self._manifest_to_wait_for(job) if wait else ""
         try:
             await self.helm.uninstall(job.name, job.namespace, job.options.uninstall)
         except HelmError as exc:
-            return await self._release_failed(job, status.REASON_UNINSTALL_ERROR, exc.message)
-        wait = job.options.uninstall_wait
-        await self._write_status(job, lambda old: status.uninstalled(old, clock.now(), keep_deployed_release=wait))
+            return self._release_failed(job, status.REASON_UNINSTALL_ERROR, exc.message)
+
+        def uninstalled(old: dict[str, Any] | None) -> dict[str, Any]:
+            return status.uninstalled(old, clock.now(), keep_deployed_release=wait)
+
         if wait and manifest:
             self._wait_manifests[key] = manifest
             remaining = await self._remaining(job, manifest)
             if remaining:
                 self._log("waiting for release objects to go", job.namespace, job.name,
                           remaining=", ".join(remaining))
-                return Outcome(requeue_after=UNINSTALL_WAIT_POLL)
+                return Verdict(Outcome(requeue_after=UNINSTALL_WAIT_POLL), status=uninstalled)
         self._wait_manifests.pop(key, None)
-        for finalizer in ours:
-            updated = await asyncio.to_thread(self.cluster.set_finalizer, job.ref, job.obj, finalizer, False)
-            if updated is None:
-                break
-            job.obj = updated
-        self._finished(job, "uninstalled")
-        return Outcome()
+        return Verdict(Outcome(), "uninstalled", uninstalled, release_finalizers=ours)
 
     async def _manifest_to_wait_for(self, job: Job) -> str:
-        release = (job.obj.get("status") or {}).get(status.DEPLOYED_RELEASE) or {}
-        manifest = release.get("manifest") if isinstance(release, dict) else None
+        deployed_release = (job.obj.get("status") or {}).get(status.DEPLOYED_RELEASE) or {}
+        manifest = deployed_release.get("manifest") if isinstance(deployed_release, dict) else None
         if isinstance(manifest, str) and manifest:
             return manifest
         if (job.namespace, job.name) in self._wait_manifests:
@@ -445,10 +452,10 @@ class HelmReconciler:
             remaining.append(f"{ref.kind} {name}")
         return remaining
 
-    # -- outcomes ------------------------------------------------------------------------------
+    # -- verdicts ------------------------------------------------------------------------------
 
-    async def _deployed(self, job: Job, manifest: str, notes: str, reason: str, outcome: str, revision: int,
-                        nondeterministic: bool = False) -> Outcome:
+    def _deployed(self, job: Job, manifest: str, notes: str, reason: str, result: str, revision: int,
+                  nondeterministic: bool = False) -> Verdict:
         digest = self.settings.helm_manifest_digest
 
         def compute(old: dict[str, Any] | None) -> dict[str, Any]:
@@ -463,38 +470,49 @@ class HelmReconciler:
                 new[conditions.CONDITIONS] = conditions.remove_condition(listed, NONDETERMINISTIC)
             return new
 
-        await self._write_status(job, compute)
-        if self.on_children is not None:
-            kinds = {ChildKind(*_group_version(str(item.get("apiVersion", ""))), str(item.get("kind", "")))
-                     for item in manifest_objects(manifest) if item.get("kind")}
-            await self.on_children(job.obj, kinds)
-        self._finished(job, outcome, revision=revision)
-        return job.requeue()
+        return Verdict(job.requeue(), result, compute, manifest=manifest, details={"revision": revision})
 
-    async def _release_failed(self, job: Job, reason: str, message: str) -> Outcome:
-        await self._write_status(
-            job, lambda old: status.release_failed(old, reason, message, clock.now(), job.generation))
-        await self._event(job, "Warning", reason, message)
-        self._finished(job, "failed", error=message)
-        return Outcome(failed=True)
+    def _release_failed(self, job: Job, reason: str, message: str) -> Verdict:
+        def compute(old: dict[str, Any] | None) -> dict[str, Any]:
+            return status.release_failed(old, reason, message, clock.now(), job.generation)
 
-    async def _irreconcilable(self, job: Job, message: str, *, clear_release_failed: bool = False) -> Outcome:
-        await self._write_status(job, lambda old: status.irreconcilable(
-            old, message, clock.now(), job.generation, clear_release_failed=clear_release_failed))
-        await self._event(job, "Warning", status.REASON_RECONCILE_ERROR, message)
-        self._finished(job, "irreconcilable", error=message)
-        return Outcome(failed=True)
+        return Verdict(Outcome(failed=True), "failed", compute, (("Warning", reason, message),),
+                       details={"error": message})
+
+    def _irreconcilable(self, job: Job, message: str, *, clear_release_failed: bool = False) -> Verdict:
+        def compute(old: dict[str, Any] | None) -> dict[str, Any]:
+            return status.irreconcilable(old, message, clock.now(), job.generation,
+                                         clear_release_failed=clear_release_failed)
+
+        return Verdict(Outcome(failed=True), "irreconcilable", compute,
+                       (("Warning", status.REASON_RECONCILE_ERROR, message),), details={"error": message})
+
+    async def _conclude(self, job: Job, verdict: Verdict) -> Outcome:
+        """Apply a verdict: the one status write of this reconcile, then Events, watches, finalizers, log."""
+        if verdict.status is not None:
+            await self._write_status(job, verdict.status)
+        for event_type, reason, message in verdict.events:
+            await self._event(job, event_type, reason, message)
+        if verdict.manifest is not None and self.on_children is not None:
+            await self.on_children(job.obj, child_kinds(verdict.manifest))
+        for finalizer in verdict.release_finalizers:
+            updated = await asyncio.to_thread(self.cluster.set_finalizer, job.ref, job.obj, finalizer, False)
+            if updated is None:
+                break
+            job.obj = updated
+        if verdict.result is not None:
+            self._finished(job, verdict.result, **verdict.details)
+        return verdict.outcome
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    async def _write_status(self, job: Job, compute: Callable[[dict[str, Any] | None], dict[str, Any]]) -> None:
-        old = job.obj.get("status")
-        old = old if isinstance(old, dict) else None
+    async def _write_status(self, job: Job, compute: StatusChange) -> None:
+        old = objects.status(job.obj)
         patch = conditions.status_patch(old, compute(old))
         if patch is None:
             return
-        written = await asyncio.to_thread(self.cluster.patch_status, job.ref, str(objects.meta(job.obj).get("namespace")
-                                                                                  or ""), job.name, patch)
+        written = await asyncio.to_thread(self.cluster.patch_status, job.ref, objects.namespace(job.obj), job.name,
+                                          patch)
         if written is not None:
             job.obj = written
 

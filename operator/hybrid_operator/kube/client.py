@@ -21,7 +21,6 @@ import threading
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import urllib3
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from hybrid_operator import __version__, errors
+from hybrid_operator import __version__, clock, errors
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.connection import Connection
 
@@ -62,10 +61,6 @@ class ResourceRef:
         if sub:
             path = f"{path}/{sub}"
         return path
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ClusterClient:
@@ -308,7 +303,7 @@ class ClusterClient:
         """A core v1 Event about ``obj``; failures are logged, never raised."""
         meta = obj.get("metadata", {})
         namespace = str(meta.get("namespace") or "default")
-        now = _now()
+        now = clock.rfc3339()
         event = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},

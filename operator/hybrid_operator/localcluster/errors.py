@@ -56,6 +56,11 @@ def qualified(plural: str, group: str) -> str:
     return f"{plural}.{group}" if group else plural
 
 
+def path_not_found() -> ApiError:
+    """404 for a URL that names nothing the server serves."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
 def not_found(plural: str, group: str, name: str) -> ApiError:
     return ApiError(
         404,
@@ -108,6 +113,11 @@ def invalid(
 
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
+
+
+def patch_rejected(detail: str) -> ApiError:
+    """422 for a patch document that cannot be applied (malformed operation, missing path...)."""
+    return ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {detail}")
 
 
 def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:

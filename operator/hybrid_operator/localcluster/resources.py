@@ -9,10 +9,20 @@ at runtime through :meth:`Registry.register_crd` / :meth:`Registry.unregister_cr
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from hybrid_operator.localcluster import objects
+
+# Storage keys of the kinds the server itself gives behaviour to.
+NAMESPACES_KEY = "/namespaces"
+SERVICES_KEY = "/services"
+CRDS_KEY = "apiextensions.k8s.io/customresourcedefinitions"
+DEPLOYMENTS_KEY = "apps/deployments"
+REPLICASETS_KEY = "apps/replicasets"
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 NO_COLLECTION_DELETE = ("create", "delete", "get", "list", "patch", "update", "watch")
@@ -52,21 +62,6 @@ class ResourceInfo:
         return f"{self.kind}List"
 
 
-def _core(
-    plural: str,
-    kind: str,
-    namespaced: bool = True,
-    *,
-    short: tuple[str, ...] = (),
-    sub: tuple[str, ...] = (),
-    cats: tuple[str, ...] = (),
-    generation: bool = True,
-    verbs: tuple[str, ...] = ALL_VERBS,
-) -> ResourceInfo:
-    return _res("", "v1", plural, kind, namespaced, short=short, sub=sub, cats=cats,
-                generation=generation, verbs=verbs)
-
-
 def _res(
     group: str,
     version: str,
@@ -94,6 +89,9 @@ def _res(
         has_generation=generation,
     )
 
+
+_core = functools.partial(_res, "", "v1")
+"""A core/v1 resource (``_res`` without group and version)."""
 
 BUILTINS: tuple[ResourceInfo, ...] = (
     _core("namespaces", "Namespace", False, short=("ns",), sub=("status", "finalize"), generation=False,
@@ -152,33 +150,28 @@ GROUP_ORDER = (
 def crd_resources(crd: dict[str, Any]) -> list[ResourceInfo]:
     """The served versions of a CustomResourceDefinition, as resources."""
     spec = crd.get("spec") or {}
+    return [_crd_version(spec, version) for version in spec.get("versions") or [] if version.get("served", True)]
+
+
+def _crd_version(spec: dict[str, Any], version: dict[str, Any]) -> ResourceInfo:
     names = spec.get("names") or {}
-    plural = str(names.get("plural", ""))
     kind = str(names.get("kind", ""))
-    result: list[ResourceInfo] = []
-    for version in spec.get("versions") or []:
-        if not version.get("served", True):
-            continue
-        subs = version.get("subresources") or {}
-        sub_names = tuple(name for name in ("status", "scale") if name in subs)
-        schema = (version.get("schema") or {}).get("openAPIV3Schema")
-        result.append(
-            ResourceInfo(
-                group=str(spec.get("group", "")),
-                version=str(version.get("name", "")),
-                plural=plural,
-                singular=str(names.get("singular") or kind.lower()),
-                kind=kind,
-                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-                short_names=tuple(names.get("shortNames") or ()),
-                categories=tuple(names.get("categories") or ()),
-                subresources=sub_names,
-                custom=True,
-                schema=schema if isinstance(schema, dict) else None,
-                printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
-            )
-        )
-    return result
+    subs = version.get("subresources") or {}
+    schema = (version.get("schema") or {}).get("openAPIV3Schema")
+    return ResourceInfo(
+        group=str(spec.get("group", "")),
+        version=str(version.get("name", "")),
+        plural=str(names.get("plural", "")),
+        singular=str(names.get("singular") or kind.lower()),
+        kind=kind,
+        namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+        short_names=tuple(names.get("shortNames") or ()),
+        categories=tuple(names.get("categories") or ()),
+        subresources=tuple(name for name in ("status", "scale") if name in subs),
+        custom=True,
+        schema=schema if isinstance(schema, dict) else None,
+        printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
+    )
 
 
 def storage_version(crd: dict[str, Any]) -> str:
@@ -227,7 +220,7 @@ class Registry:
         return [info for info in self._by_gvr.values() if info.group == group and info.version == version]
 
     def register_crd(self, crd: dict[str, Any]) -> None:
-        name = str((crd.get("metadata") or {}).get("name", ""))
+        name = objects.name(crd)
         self.unregister_crd(name)
         infos = crd_resources(crd)
         for info in infos:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import logging
-import os
+import random
 import signal
+import string
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +23,17 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
-from hybrid_operator.localcluster import controllers, http, tls
-from hybrid_operator.localcluster.api import ObjectApi, WriteOptions, random_token
-from hybrid_operator.localcluster.audit import AuditLog
+from hybrid_operator.localcluster import files, tls
+from hybrid_operator.localcluster.apiserver import app
+from hybrid_operator.localcluster.apiserver.audit import AuditLog
+from hybrid_operator.localcluster.apiserver.context import ServerConfig
+from hybrid_operator.localcluster.controllers.manager import ControllerManager
 from hybrid_operator.localcluster.resources import Registry
-from hybrid_operator.localcluster.store import Store
+from hybrid_operator.localcluster.semantics.crud import ObjectApi
+from hybrid_operator.localcluster.semantics.writes import WriteOptions
+from hybrid_operator.localcluster.storage.store import Store
 
-log = logging.getLogger("hybrid_operator.localcluster")
+log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -64,25 +68,15 @@ def kubeconfig_text(server: str, token: str, ca_pem: bytes) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-
-
 def open_store(options: ClusterOptions) -> Store:
     if options.in_memory:
         return Store(None, history=options.watch_history)
     options.data_dir.mkdir(parents=True, exist_ok=True)
     return Store(options.data_dir / "state.db", history=options.watch_history)
+
+
+def random_token() -> str:
+    return "".join(random.SystemRandom().choices(string.ascii_letters + string.digits, k=40))
 
 
 def ensure_token(store: Store) -> str:
@@ -112,7 +106,7 @@ class ClusterServer:
         self.token = ensure_token(self.store)
         seed(self.api)
         self._runner: web.AppRunner | None = None
-        self._controllers: controllers.Controllers | None = None
+        self._controllers: ControllerManager | None = None
         self._audit: AuditLog | None = None
         self.port = options.port
         cert_dir = Path(tempfile.mkdtemp(prefix="hybrid-certs-")) if options.in_memory else options.data_dir
@@ -125,10 +119,10 @@ class ClusterServer:
     async def start(self) -> None:
         if self.options.audit_log is not None:
             self._audit = AuditLog(self.options.audit_log)
-        config = http.ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
+        config = ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
                                    bookmark_interval=self.options.bookmark_interval, audit=self._audit)
-        app = http.build_app(self.api, config)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        application = app.build_app(self.api, config)
+        self._runner = web.AppRunner(application, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True,
                            ssl_context=self.certs.server_context())
@@ -137,10 +131,10 @@ class ClusterServer:
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
         if self.options.controllers:
-            self._controllers = controllers.Controllers(self.api)
+            self._controllers = ControllerManager(self.api)
             self._controllers.start()
         if self.options.kubeconfig is not None:
-            write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
+            files.write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
                                                                      self.certs.ca_cert.read_bytes()))
         log.info("cluster serving", extra={"url": self.url, "kubeconfig": str(self.options.kubeconfig),
                                            "objects": sum(self.store.count(k) for k in self.store.storage_keys())})

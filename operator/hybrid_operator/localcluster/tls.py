@@ -9,10 +9,10 @@ the kubeconfig carries the CA, so every client verifies the server properly.
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import ssl
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from cryptography import x509
@@ -20,7 +20,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-VALIDITY = datetime.timedelta(days=3650)
+from hybrid_operator.localcluster import clock, files
+
+VALIDITY = timedelta(days=3650)
 
 
 @dataclass(frozen=True)
@@ -41,20 +43,13 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def _write(path: Path, data: bytes, mode: int) -> None:
-    temp = path.with_suffix(path.suffix + ".tmp")
-    temp.write_bytes(data)
-    temp.chmod(mode)
-    temp.replace(path)
-
-
 def ensure(directory: Path) -> Certificates:
     """The certificates in ``directory``, created on first use."""
     certs = Certificates(directory / "ca.crt", directory / "server.crt", directory / "server.key")
     if certs.ca_cert.exists() and certs.server_cert.exists() and certs.server_key.exists():
         return certs
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    now = clock.now() - timedelta(minutes=5)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("hybrid-operator-local-ca")
     ca_cert = (
@@ -88,8 +83,8 @@ def ensure(directory: Path) -> Certificates:
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    _write(certs.server_key, server_key.private_bytes(
+    files.write_atomically(certs.server_key, server_key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()), 0o600)
-    _write(certs.server_cert, server_cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    _write(certs.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    files.write_atomically(certs.server_cert, server_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    files.write_atomically(certs.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
     return certs

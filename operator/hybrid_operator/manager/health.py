@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from hybrid_operator import errors
-from hybrid_operator.config.watches import Watch
+from hybrid_operator.config.model import Watch
 from hybrid_operator.kube.client import ClusterClient
 
 log = logging.getLogger(__name__)

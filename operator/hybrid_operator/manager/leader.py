@@ -27,11 +27,10 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from hybrid_operator import errors
+from hybrid_operator import clock, errors
 from hybrid_operator.kube import objects
 
 log = logging.getLogger(__name__)
@@ -80,11 +79,6 @@ def default_namespace(environ: dict[str, str] | None = None) -> str:
         if found:
             return found
     return "default"
-
-
-def micro_time(moment: datetime) -> str:
-    """A Kubernetes MicroTime."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 Callback = Callable[[], Awaitable[None]]
@@ -163,7 +157,7 @@ class LeaderElector:
             return
         self.leading = False
         lease = _copy(self._lease)
-        now = micro_time(datetime.now(UTC))
+        now = clock.micro_time()
         lease["spec"].update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": now,
                               "acquireTime": now})
         try:
@@ -220,7 +214,7 @@ class LeaderElector:
         return max(1, round(self.config.lease_duration))
 
     def _new_lease(self) -> dict[str, Any]:
-        now = micro_time(datetime.now(UTC))
+        now = clock.micro_time()
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.config.name, "namespace": self.config.namespace},
                 "spec": {"holderIdentity": self.config.identity,
@@ -230,7 +224,7 @@ class LeaderElector:
     def _claim(self, current: dict[str, Any]) -> dict[str, Any]:
         lease = _copy(current)
         spec = lease.setdefault("spec", {})
-        now = micro_time(datetime.now(UTC))
+        now = clock.micro_time()
         if spec.get("holderIdentity") != self.config.identity:
             spec["acquireTime"] = now
             spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1

@@ -18,8 +18,8 @@ from typing import Any
 
 from hybrid_operator import errors
 from hybrid_operator.ansible import ownership
+from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind, HelmWatch, Watch
 from hybrid_operator.config.settings import Settings
-from hybrid_operator.config.watches import AnsibleWatch, GroupVersionKind, HelmWatch, Watch
 from hybrid_operator.controller import dependents, source, triggers
 from hybrid_operator.controller.controller import Controller, controller_names, workers_for
 from hybrid_operator.controller.metrics import OperatorMetrics

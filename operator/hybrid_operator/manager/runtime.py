@@ -22,12 +22,13 @@ from typing import Any
 from aiohttp import web
 
 from hybrid_operator import __version__, errors
+from hybrid_operator.ansible import credentials
 from hybrid_operator.ansible.environment import METRICS_URL_ENV, ansible_env
 from hybrid_operator.ansible.ownership import ChildRef, OwnerKey
 from hybrid_operator.ansible.proxy import OwnerProxy
 from hybrid_operator.ansible.reconciler import AnsibleReconciler
 from hybrid_operator.ansible.runner import AnsibleRunner
-from hybrid_operator.config import watches
+from hybrid_operator.config import model, watches
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.controller.controller import controller_names
 from hybrid_operator.controller.metrics import OperatorMetrics
@@ -50,9 +51,9 @@ def run(settings: Settings) -> int:
     return serve(settings, watches.load(settings.watches_file, settings.environ))
 
 
-async def _helm_client(settings: Settings, loaded: list[watches.Watch], kubeconfig: Path) -> HelmClient | None:
+async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig: Path) -> HelmClient | None:
     """The helm client, after checking that helm runs and loads every chart (fatal otherwise)."""
-    charts = [w for w in loaded if isinstance(w, watches.HelmWatch)]
+    charts = [w for w in loaded if isinstance(w, model.HelmWatch)]
     if not charts:
         return None
     executable = find_helm(settings.environ)
@@ -70,10 +71,10 @@ async def _helm_client(settings: Settings, loaded: list[watches.Watch], kubeconf
     return client
 
 
-def _reconciler(watch: watches.Watch, cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None,
+def _reconciler(watch: model.Watch, cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None,
                 settings: Settings, slots: asyncio.Semaphore, run_kubeconfig: Path,
                 env: dict[str, str], proxy: OwnerProxy, metrics: OperatorMetrics, cancel: RunCancel) -> Reconciler:
-    if isinstance(watch, watches.HelmWatch):
+    if isinstance(watch, model.HelmWatch):
         assert helm is not None
         return HelmReconciler(watch, cluster, helm, settings, slots, chart_digest(watch.chart), metrics=metrics,
                               cancel=cancel)
@@ -98,11 +99,17 @@ def _bound_port(runner: web.AppRunner | None) -> int:
     return int(next(a for a in runner.addresses if isinstance(a, tuple))[1])
 
 
-async def _serve(settings: Settings, loaded: list[watches.Watch],
+async def _serve(settings: Settings, loaded: list[model.Watch],
                  companions: Sequence[Companion] = ()) -> int:
     """Run the operator until SIGTERM/SIGINT; ``companions`` run beside it (``hybrid-operator up``)."""
     cluster = ClusterClient(settings.kubeconfig)
-    settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        # artifacts hold job events and the operator's kubeconfig: created for the operator's user only
+        credentials.private_dir(settings.artifacts_dir, tighten=False)
+        credentials.sweep(settings.artifacts_dir)  # run kubeconfigs left by an operator killed mid-run
+    except OSError as exc:
+        raise errors.ConfigurationError(f"cannot use the artifacts directory {settings.artifacts_dir}: {exc}; "
+                                        "choose another --artifacts-dir") from exc
     run_kubeconfig = cluster.write_kubeconfig(settings.artifacts_dir / "kubeconfig")
     helm = await _helm_client(settings, loaded, run_kubeconfig)
     runner = AnsibleRunner(max_workers=settings.max_workers, timeout=settings.run_timeout.total_seconds(),
@@ -122,7 +129,7 @@ async def _serve(settings: Settings, loaded: list[watches.Watch],
             await health.stop(server)
 
 
-async def _operate(settings: Settings, loaded: list[watches.Watch], companions: Sequence[Companion],
+async def _operate(settings: Settings, loaded: list[model.Watch], companions: Sequence[Companion],
                    cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None, slots: asyncio.Semaphore,
                    run_kubeconfig: Path, env: dict[str, str], metrics: OperatorMetrics, cancel: RunCancel,
                    servers: list[web.AppRunner | None]) -> int:
@@ -171,6 +178,6 @@ async def _operate(settings: Settings, loaded: list[watches.Watch], companions: 
     return 0
 
 
-def serve(settings: Settings, loaded: list[watches.Watch], companions: Sequence[Companion] = ()) -> int:
+def serve(settings: Settings, loaded: list[model.Watch], companions: Sequence[Companion] = ()) -> int:
     """Run the operator for already loaded watches with ``companions`` beside it."""
     return asyncio.run(_serve(settings, loaded, companions))

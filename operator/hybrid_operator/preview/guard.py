@@ -11,6 +11,7 @@ so that the automation sees the spec being previewed, even for a resource that d
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import socket
 from collections.abc import Mapping
@@ -81,8 +82,9 @@ class DryRunGuard:
             "contexts": [{"name": "preview", "context": {"cluster": "preview", "user": "preview",
                                                          "namespace": namespace}}],
         }
-        path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-        path.chmod(0o600)
+        # created 0600 (never readable by others, not even between a write and a chmod): it holds the token
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+            handle.write(yaml.safe_dump(document, sort_keys=False))
         return path
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:

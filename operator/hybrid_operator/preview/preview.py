@@ -27,7 +27,7 @@ from typing import Any, Literal
 import yaml
 
 from hybrid_operator import errors
-from hybrid_operator.config import manifest_yaml, watches
+from hybrid_operator.config import manifest_yaml, model, watches
 from hybrid_operator.helm import values as helm_values
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
@@ -98,7 +98,7 @@ def read_cr(path: Path, namespace: str | None) -> dict[str, Any]:
     return cr
 
 
-def find_watch(loaded: list[watches.Watch], cr: dict[str, Any]) -> watches.Watch:
+def find_watch(loaded: list[model.Watch], cr: dict[str, Any]) -> model.Watch:
     for watch in loaded:
         if watch.gvk.api_version == cr["apiVersion"] and watch.gvk.kind == cr["kind"]:
             return watch
@@ -127,9 +127,7 @@ def job_events(artifact_dir: Path | None) -> list[dict[str, Any]]:
 
 def _identity(value: Any) -> tuple[str, str, str, str]:
     obj: dict[str, Any] = value if isinstance(value, dict) else {}
-    meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
-    return (str(obj.get("apiVersion", "")), str(obj.get("kind", "")), str(meta.get("namespace") or ""),
-            str(meta.get("name", "")))
+    return str(obj.get("apiVersion", "")), str(obj.get("kind", "")), objects.namespace(obj), objects.name(obj)
 
 
 NOISE = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp")
@@ -152,30 +150,44 @@ def change_of(event: dict[str, Any], cr: dict[str, Any]) -> Change | None:
         return None
     action = str(data.get("task_action") or data.get("resolved_action") or "")
     if action.endswith("k8s_status"):
-        args = (res.get("invocation") or {}).get("module_args") or {}
-        before = ((res.get("result") or {}).get("status")) or {}
-        after = {**before, **(args.get("status") or {})}
-        api, kind, namespace, name = _identity(cr)
-        return Change("status", api, kind, namespace, name, {"status": before}, {"status": after})
+        return _status_change(res, cr)
     if "method" in res:
-        diff: dict[str, Any] = res["diff"] if isinstance(res.get("diff"), dict) else {}
-        result = res.get("result")
-        method = str(res["method"])
-        verb: Action = "create" if method == "create" else "delete" if method == "delete" else "update"
-        api, kind, namespace, name = _identity(result if verb != "delete" else diff.get("before") or result)
-        old = None if verb == "create" else diff.get("before")
-        new = result if verb == "create" else None if verb == "delete" else diff.get("after")
-        return Change(verb, api, kind, namespace, name, without_noise(old), without_noise(new))
+        return _object_change(res)
     return Change("task", "", f"task {data.get('task', '?')!r} ({action})", "", "would report a change")
 
 
-async def preview_ansible(watch: watches.AnsibleWatch, cr: dict[str, Any], cluster: ClusterClient,
+def _status_change(res: dict[str, Any], cr: dict[str, Any]) -> Change:
+    """What ``operator_sdk.util.k8s_status`` would write into the CR's status."""
+    args = (res.get("invocation") or {}).get("module_args") or {}
+    before = ((res.get("result") or {}).get("status")) or {}
+    after = {**before, **(args.get("status") or {})}
+    api, kind, namespace, name = _identity(cr)
+    return Change("status", api, kind, namespace, name, {"status": before}, {"status": after})
+
+
+def _object_change(res: dict[str, Any]) -> Change:
+    """What a ``kubernetes.core.k8s`` task would create, update or delete (its ``method`` and ``diff``)."""
+    diff: dict[str, Any] = res["diff"] if isinstance(res.get("diff"), dict) else {}
+    result = res.get("result")
+    method = str(res["method"])
+    verb: Action = "create" if method == "create" else "delete" if method == "delete" else "update"
+    api, kind, namespace, name = _identity(result if verb != "delete" else diff.get("before") or result)
+    old = None if verb == "create" else diff.get("before")
+    new = result if verb == "create" else None if verb == "delete" else diff.get("after")
+    return Change(verb, api, kind, namespace, name, without_noise(old), without_noise(new))
+
+
+async def preview_ansible(watch: model.AnsibleWatch, cr: dict[str, Any], cluster: ClusterClient,
                           ref: ResourceRef, project_dir: Path) -> list[Change]:
+    from hybrid_operator.ansible import extravars
     from hybrid_operator.ansible.environment import ansible_env
     from hybrid_operator.ansible.runner import AnsibleRunner
     from hybrid_operator.ansible.runs import RunRequest
     from hybrid_operator.config.settings import Settings
 
+    refused = extravars.refusals(cr, watch)
+    if refused:  # the operator would refuse this spec before running anything (docs/security.md)
+        raise PreviewError("the operator would refuse this resource and run nothing: " + "; ".join(refused))
     meta = cr["metadata"]
     connection = cluster.connection()
     guard = DryRunGuard(connection, {ref.path(meta["namespace"], meta["name"]): cr})
@@ -232,7 +244,7 @@ def _helm(args: list[str], environ: dict[str, str]) -> subprocess.CompletedProce
     return subprocess.run([binary, *args], capture_output=True, text=True, env=environ, timeout=300, check=False)
 
 
-def render_chart(watch: watches.HelmWatch, cr: dict[str, Any], environ: dict[str, str]) -> list[dict[str, Any]]:
+def render_chart(watch: model.HelmWatch, cr: dict[str, Any], environ: dict[str, str]) -> list[dict[str, Any]]:
     meta = cr["metadata"]
     values = helm_values.compose(cr.get("spec"), watch.override_values).values
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="preview-values-") as handle:
@@ -262,7 +274,7 @@ def _located(cluster: ClusterClient, obj: dict[str, Any], namespace: str) -> tup
     return ref, (objects.meta(obj).get("namespace") or namespace) if ref.namespaced else ""
 
 
-def preview_helm(watch: watches.HelmWatch, cr: dict[str, Any], cluster: ClusterClient,
+def preview_helm(watch: model.HelmWatch, cr: dict[str, Any], cluster: ClusterClient,
                  kubeconfig: Path) -> list[Change]:
     environ = dict(os.environ)
     namespace = cr["metadata"]["namespace"]
@@ -300,7 +312,7 @@ def compute(filename: Path, watches_file: Path, kubeconfig: Path, namespace: str
         raise PreviewError(f"{watch.gvk} is not served by the cluster (is its CRD installed?): {exc}") from exc
     meta = cr["metadata"]
     live = cluster.get(ref, meta["namespace"], meta["name"])
-    if isinstance(watch, watches.HelmWatch):
+    if isinstance(watch, model.HelmWatch):
         return preview_helm(watch, cr, cluster, kubeconfig)
     return asyncio.run(preview_ansible(watch, merged_cr(cr, live), cluster, ref, watches_file.absolute().parent))
 

@@ -1,0 +1,88 @@
+"""Where each Ansible run's kubeconfig (the ownership proxy's token for that run) lives, and for how long.
+
+Every run gets a directory of its own under ``<artifacts dir>/run-credentials/``, with a random
+name, created with mode 0700, holding one ``kubeconfig`` created with mode 0600 (``os.open`` with
+that mode, never a chmod after writing). The directory goes when the run ends, whatever the
+outcome, and :func:`sweep` removes what a killed operator left behind when the next one starts.
+
+What the token in it can do is the proxy's business (:mod:`hybrid_operator.ansible.proxy`): it is
+accepted only while its run lasts, and only on behalf of the one custom resource that run reconciles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: under the operator's artifacts directory
+DIRECTORY = "run-credentials"
+#: where earlier versions kept every run's kubeconfig side by side (swept too)
+LEGACY_DIRECTORY = "kubeconfigs"
+KUBECONFIG = "kubeconfig"
+
+
+def root(artifacts_dir: Path) -> Path:
+    """The directory holding every live run's credentials directory."""
+    return artifacts_dir / DIRECTORY
+
+
+def private_dir(path: Path, *, tighten: bool = True) -> Path:
+    """Create ``path`` (and missing parents) with mode 0700. An existing directory that others may
+    enter is tightened to 0700 (``tighten``), else only reported in the log."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        if tighten:
+            path.chmod(0o700)
+        else:
+            log.warning("directory readable by other users", extra={"directory": str(path), "mode": oct(mode)})
+    return path
+
+
+def write_secret(path: Path, text: str) -> Path:
+    """Write ``text`` into a new file created with mode 0600 (it must not exist yet)."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path
+
+
+@contextlib.contextmanager
+def run_kubeconfig(artifacts_dir: Path, text: str) -> Iterator[Path]:
+    """A 0600 ``kubeconfig`` holding ``text`` in a fresh 0700 directory; both are removed on exit."""
+    directory = private_dir(root(artifacts_dir)) / secrets.token_hex(16)
+    directory.mkdir(mode=0o700)
+    try:
+        yield write_secret(directory / KUBECONFIG, text)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def sweep(artifacts_dir: Path) -> int:
+    """Remove every run credentials directory left by an operator that did not end cleanly.
+
+    Call it at startup, before any run; returns how many were removed.
+    """
+    legacy = artifacts_dir / LEGACY_DIRECTORY
+    if legacy.is_dir() and not legacy.is_symlink():
+        shutil.rmtree(legacy, ignore_errors=True)
+    directory = root(artifacts_dir)
+    if not directory.is_dir():
+        return 0
+    removed = 0
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed += 1
+    if removed:
+        log.info("removed run credentials left by an earlier operator", extra={"count": removed,
+                                                                            "directory": str(directory)})
+    return removed

@@ -1,0 +1,123 @@
+"""The state of one release, decided purely from what helm reports about it.
+
+Why this module exists: every reconcile of a Helm CR first answers "what does this release need?",
+and the answer decides between install, recovery, upgrade and drift repair.  Kept apart from the
+helm calls, the decision is one pure function, :func:`release_state`, tested state by state
+without helm:
+
+============== ===============================================================================
+state          when
+============== ===============================================================================
+needs-install  helm knows no release of that name
+pending        the newest revision is ``pending-*``: an operation no helm process will finish
+               (a killed operator); recover it first, by rolling back to the last deployed
+               revision, or by uninstalling when nothing was ever deployed
+failed         no revision is deployed and none is pending (a failed install): remove, install
+needs-upgrade  the candidate manifest (a dry-run upgrade with today's values) differs from the
+               deployed one, and the inputs changed
+unchanged      the candidate manifest equals the deployed one: repair drift only; or they differ
+               although the inputs (chart content + values, recorded in :data:`INPUTS_LABEL` on the
+               revision we made) did not change: the chart renders nondeterministically
+               (``nondeterministic``), and upgrading would make a new revision on every resync
+============== ===============================================================================
+
+The comparison is only possible, and only needed, when a revision is deployed and none is pending
+(:func:`comparable_revision` says which); the caller fetches it then.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from hybrid_operator.helm.client import DEPLOYED, PENDING, Release, ReleaseInfo, Revision
+
+#: the label tying the digest of a revision's inputs to that revision (see :func:`inputs_label`)
+INPUTS_LABEL = "hybrid-operator.dev/inputs"
+
+
+class Phase(enum.Enum):
+    """What a release needs (see the module docstring)."""
+
+    NEEDS_INSTALL = "needs-install"
+    PENDING = "pending"
+    FAILED = "failed"
+    NEEDS_UPGRADE = "needs-upgrade"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The deployed revision next to the candidate: what an upgrade would change."""
+
+    deployed: ReleaseInfo
+    deployed_manifest: str
+    candidate: Release
+
+
+@dataclass(frozen=True)
+class ReleaseState:
+    """The answer of :func:`release_state`."""
+
+    phase: Phase
+    #: the newest revision number (0 when there is no release)
+    latest_revision: int = 0
+    #: its status as helm reports it (``pending-upgrade``, ``failed``, ...)
+    latest_status: str = ""
+    #: the last deployed revision: what a pending release rolls back to, what drift repair re-applies
+    deployed_revision: int | None = None
+    #: unchanged inputs rendered to a different manifest
+    nondeterministic: bool = False
+    #: the evidence of an upgrade or unchanged decision
+    comparison: Comparison | None = None
+
+
+def inputs_label(inputs: str, revision: int) -> str:
+    """The label value tying an input digest to the revision made from it (labels survive user upgrades)."""
+    return f"{inputs}-r{revision}"
+
+
+def last_deployed(history: Sequence[Revision]) -> int | None:
+    """The newest ``deployed`` revision of a history (oldest first), if any."""
+    deployed = [r.revision for r in history if r.status == DEPLOYED]
+    return deployed[-1] if deployed else None
+
+
+def comparable_revision(latest: ReleaseInfo | None, history: Sequence[Revision]) -> int | None:
+    """The deployed revision to compare a candidate with; None when the state is known without one.
+
+    ``history`` is needed only when ``latest`` is not deployed.
+    """
+    if latest is None or latest.status in PENDING:
+        return None
+    if latest.status == DEPLOYED:
+        return latest.revision
+    return last_deployed(history)
+
+
+def release_state(latest: ReleaseInfo | None, history: Sequence[Revision], comparison: Comparison | None,
+                  inputs: str) -> ReleaseState:
+    """What the release needs, from helm's answers.
+
+    ``latest`` is ``helm get metadata`` of the newest revision (None: no release), ``history`` the
+    revisions oldest first (may be empty when ``latest`` is deployed), ``comparison`` the deployed
+    revision and the candidate (required exactly when :func:`comparable_revision` is not None), and
+    ``inputs`` the digest of the chart and values this reconcile would install.
+    """
+    if latest is None:
+        return ReleaseState(Phase.NEEDS_INSTALL)
+    deployed = comparable_revision(latest, history)
+    if latest.status in PENDING:
+        return ReleaseState(Phase.PENDING, latest.revision, latest.status, last_deployed(history))
+    if deployed is None:
+        return ReleaseState(Phase.FAILED, latest.revision, latest.status)
+    if comparison is None or comparison.deployed.revision != deployed:
+        raise ValueError(f"the state of a release with deployed revision {deployed} needs the comparison "
+                         "of that revision with the candidate")
+    unchanged = ReleaseState(Phase.UNCHANGED, latest.revision, latest.status, deployed, comparison=comparison)
+    if comparison.candidate.manifest == comparison.deployed_manifest:
+        return unchanged
+    if comparison.deployed.labels.get(INPUTS_LABEL) == inputs_label(inputs, deployed):
+        return replace(unchanged, nondeterministic=True)
+    return replace(unchanged, phase=Phase.NEEDS_UPGRADE)

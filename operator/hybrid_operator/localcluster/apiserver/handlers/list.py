@@ -1,0 +1,24 @@
+"""LIST of a collection (kube-apiserver's ``ListResource``): selectors, paging, or a Table."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from hybrid_operator.localcluster import errors
+from hybrid_operator.localcluster.apiserver import decoding, encoding
+from hybrid_operator.localcluster.apiserver.context import api_of
+from hybrid_operator.localcluster.apiserver.urls import Target
+from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
+from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
+
+
+async def list_resources(request: web.Request, target: Target, labels: LabelSelector,
+                         fields: FieldSelector) -> web.StreamResponse:
+    limit_text = request.query.get("limit", "0") or "0"
+    if not limit_text.isdigit():
+        raise errors.bad_request(f"invalid limit {limit_text!r}")
+    listed = api_of(request).list(target.info, target.namespace, labels, fields, int(limit_text),
+                                  request.query.get("continue", ""))
+    if decoding.wants_table(request):
+        return encoding.table(request, target.info, listed["items"], listed["metadata"]["resourceVersion"])
+    return encoding.respond(listed)

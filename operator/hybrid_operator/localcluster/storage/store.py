@@ -1,0 +1,165 @@
+"""Durable object storage for the embedded API server (SQLite, like k3s's default).
+
+The store holds every object under its storage key (``group/plural``),
+namespace and name, assigns the single, global, monotonically increasing
+resourceVersion, and persists every change event next to the write that made
+it, so the :class:`~.changes.ChangeFeed` (watch resume, live watchers)
+survives a restart.  Every write is committed before it returns, so an
+acknowledged write survives ``kill -9``.  Objects are also kept in memory, so
+reads and LISTs never touch the disk.
+
+Objects returned by :meth:`Store.get` are private copies; those yielded by
+:meth:`Store.list` are the store's own and must not be mutated.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import copy
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hybrid_operator.localcluster.storage.changes import Change, ChangeFeed
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS objects (
+    skey TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+    rv INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (skey, namespace, name)
+);
+CREATE TABLE IF NOT EXISTS events (
+    rv INTEGER PRIMARY KEY, type TEXT NOT NULL, skey TEXT NOT NULL,
+    body TEXT NOT NULL, old TEXT
+);
+"""
+
+
+
+class Store:
+    """Objects by (storage key, namespace, name), persisted in SQLite."""
+
+    def __init__(self, path: Path | None, history: int = 20000) -> None:
+        self._db = sqlite3.connect(":memory:" if path is None else str(path), isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(SCHEMA)
+        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = collections.defaultdict(dict)
+        self.changes = ChangeFeed(history)
+        self.rv = 0
+        self._load()
+
+    # -- loading -----------------------------------------------------------------
+
+    def _load(self) -> None:
+        for skey, namespace, name, body in self._db.execute(
+            "SELECT skey, namespace, name, body FROM objects"
+        ):
+            self._objects[skey][(namespace, name)] = json.loads(body)
+        compacted_rv = int(self.get_meta("compacted_rv") or 0)
+        events = self._db.execute("SELECT rv, type, skey, body, old FROM events ORDER BY rv").fetchall()
+        self.changes.restore(
+            (Change(rv, kind, skey, json.loads(body), json.loads(old) if old else None)
+             for rv, kind, skey, body, old in events),
+            compacted_rv,
+        )
+        self.rv = int(self.get_meta("rv") or 0)
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- reads -------------------------------------------------------------------
+
+    def get(self, skey: str, namespace: str, name: str) -> dict[str, Any] | None:
+        found = self._objects.get(skey, {}).get((namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def peek(self, skey: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The stored object itself, without a copy (shared, read-only): for existence checks."""
+        return self._objects.get(skey, {}).get((namespace, name))
+
+    def list(self, skey: str, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+        """Objects of one storage key, sorted by namespace then name (shared, read-only)."""
+        objects = self._objects.get(skey, {})
+        for key in sorted(objects):
+            if namespace is None or key[0] == namespace:
+                yield objects[key]
+
+    def count(self, skey: str) -> int:
+        return len(self._objects.get(skey, {}))
+
+    def storage_keys(self) -> builtins.list[str]:
+        return [skey for skey, objects in self._objects.items() if objects]
+
+    # -- writes ------------------------------------------------------------------
+
+    def write(self, skey: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Change:
+        """Store ``obj`` (new or replacing ``old``), bumping and setting its resourceVersion."""
+        meta = obj["metadata"]
+        namespace, name = str(meta.get("namespace", "")), str(meta["name"])
+        rv = self.rv + 1
+        meta["resourceVersion"] = str(rv)
+        body = json.dumps(obj, separators=(",", ":"))
+        change = Change(rv, "MODIFIED" if old is not None else "ADDED", skey, obj, old)
+        self._commit(
+            change,
+            ("INSERT OR REPLACE INTO objects (skey, namespace, name, rv, body) VALUES (?, ?, ?, ?, ?)",
+             (skey, namespace, name, rv, body)),
+            body,
+        )
+        self._objects[skey][(namespace, name)] = obj
+        self.changes.publish(change)
+        return change
+
+    def remove(self, skey: str, obj: dict[str, Any]) -> Change:
+        """Delete ``obj``; the DELETED event carries it with a new resourceVersion."""
+        meta = obj["metadata"]
+        namespace, name = str(meta.get("namespace", "")), str(meta["name"])
+        rv = self.rv + 1
+        final = copy.deepcopy(obj)
+        final["metadata"]["resourceVersion"] = str(rv)
+        body = json.dumps(final, separators=(",", ":"))
+        change = Change(rv, "DELETED", skey, final, obj)
+        self._commit(
+            change,
+            ("DELETE FROM objects WHERE skey = ? AND namespace = ? AND name = ?", (skey, namespace, name)),
+            body,
+        )
+        self._objects[skey].pop((namespace, name), None)
+        self.changes.publish(change)
+        return change
+
+    def _commit(self, change: Change, statement: tuple[str, tuple[Any, ...]], body: str) -> None:
+        old = json.dumps(change.old, separators=(",", ":")) if change.old is not None else None
+        self._db.execute("BEGIN")
+        try:
+            self._db.execute(*statement)
+            self._db.execute(
+                "INSERT INTO events (rv, type, skey, body, old) VALUES (?, ?, ?, ?, ?)",
+                (change.rv, change.type, change.skey, body, old),
+            )
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('rv', ?)", (str(change.rv),))
+            if change.rv % 1000 == 0:
+                self._compact(change.rv)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self.rv = change.rv
+
+    def _compact(self, rv: int) -> None:
+        floor = rv - self.changes.size
+        if floor > self.changes.compacted_rv:
+            self._db.execute("DELETE FROM events WHERE rv <= ?", (floor,))
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('compacted_rv', ?)", (str(floor),))
