@@ -107,10 +107,11 @@ def fixture_watches(workdir: Path) -> Path:
     entries = yaml.safe_load((FIXTURES / "watches.yaml").read_text())
     for entry in entries:
         chart = entry["chart"]
-        entry["chart"] = str(REPO / "charts" / "memcached") if chart == "REPO_MEMCACHED_CHART" else str(FIXTURES / chart)
-    path = workdir / "watches.yaml"
-    path.write_text(yaml.safe_dump(entries))
-    return path
+        path = REPO / "charts" / "memcached" if chart == "REPO_MEMCACHED_CHART" else FIXTURES / chart
+        entry["chart"] = str(path)
+    watches = workdir / "watches.yaml"
+    watches.write_text(yaml.safe_dump(entries))
+    return watches
 
 
 @pytest.fixture(scope="module")
