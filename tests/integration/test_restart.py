@@ -26,6 +26,12 @@ DB = f"/apis/example.com/v1/namespaces/{NS}/databases"
 CM = f"/api/v1/namespaces/{NS}/configmaps"
 
 
+@pytest.fixture
+def cluster(own_cluster: Cluster) -> Cluster:
+    """A server of each test's own: they stop, kill and restart it."""
+    return own_cluster
+
+
 def post(c: Cluster, path: str, body: dict[str, Any]) -> dict[str, Any]:
     answer = raw_request(c, "POST", path, body)
     assert answer.status == 201, answer.body
