@@ -93,8 +93,9 @@ def test_the_realibox_sample_passes_the_domain_as_an_environment_variable() -> N
 
 def test_up_serves_metrics_and_probes_on_loopback_by_default() -> None:
     args = commands.build_parser().parse_args(["up"])
-    assert args.metrics_bind_address == "127.0.0.1:8080"
-    assert args.health_probe_bind_address == "127.0.0.1:8081"
+    # loopback only, on ports the system picks (printed by up): a second up never collides
+    assert args.metrics_bind_address == "127.0.0.1:0"
+    assert args.health_probe_bind_address == "127.0.0.1:0"
 
 
 def test_run_keeps_the_sdk_defaults() -> None:

@@ -86,11 +86,13 @@ def _up_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--no-summary", action="store_true", help="log changes instead of the live summary")
     parser.add_argument("--audit-log", type=Path, default=None,
                         help="the local cluster appends one JSON line per resource request to this file")
-    # a development setup: metrics and probes on loopback only (`run` keeps the SDK's all-interfaces defaults)
-    _operator_options(parser, artifacts=Path(".hybrid/runner"), bind_host="127.0.0.1")
+    # a development setup: metrics and probes on loopback, on free ports (printed at startup), so that a
+    # second `up` or a molecule run beside it never collides; `run` keeps the SDK's :8080/:8081
+    _operator_options(parser, artifacts=Path(".hybrid/runner"), bind_defaults=("127.0.0.1:0", "127.0.0.1:0"))
 
 
-def _operator_options(parser: argparse.ArgumentParser, artifacts: Path, bind_host: str = "") -> None:
+def _operator_options(parser: argparse.ArgumentParser, artifacts: Path,
+                      bind_defaults: tuple[str, str] = (":8080", ":8081")) -> None:
     parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
                         help="the watches file (default ./watches.yaml)")
     parser.add_argument("--max-concurrent-reconciles", type=int, default=None,
@@ -118,19 +120,22 @@ def _operator_options(parser: argparse.ArgumentParser, artifacts: Path, bind_hos
                                              "instead of the manifest")
     parser.add_argument("--helm-timeout", type=_duration, default=timedelta(minutes=5),
                         help="Helm: --timeout of each helm install/upgrade/rollback/uninstall (default 5m)")
-    _operations_options(parser, bind_host)
+    _operations_options(parser, bind_defaults)
 
 
-def _operations_options(parser: argparse.ArgumentParser, bind_host: str = "") -> None:
+def _operations_options(parser: argparse.ArgumentParser, bind_defaults: tuple[str, str]) -> None:
     """Metrics, probes, leader election and shutdown (docs/operations.md).
 
-    ``bind_host`` "" keeps the Operator SDK's defaults, every interface (``:8080``, ``:8081``).
+    ``bind_defaults``: the metrics and probe addresses; ``run`` keeps the Operator SDK's (every
+    interface, ``:8080`` and ``:8081``), ``up`` takes free ports on loopback.
     """
-    metrics, health = f"{bind_host}:8080", f"{bind_host}:8081"
+    metrics, health = bind_defaults
     parser.add_argument("--metrics-bind-address", "--metrics-addr", default=metrics,
-                        help=f"Prometheus /metrics address, host:port or :port; 0 turns it off (default {metrics})")
+                        help=f"Prometheus /metrics address, host:port or :port (port 0: a free one); 0 turns it "
+                             f"off (default {metrics})")
     parser.add_argument("--health-probe-bind-address", default=health,
-                        help=f"/healthz and /readyz address; 0 turns it off (default {health})")
+                        help=f"/healthz and /readyz address, host:port or :port (port 0: a free one); 0 turns it "
+                             f"off (default {health})")
     parser.add_argument("--leader-elect", "--enable-leader-election", type=_bool, nargs="?", const=True,
                         default=False, metavar="BOOL",
                         help="only the holder of a Lease reconciles; other replicas stand by (default false)")
@@ -177,7 +182,8 @@ def _authoring_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     preview.add_argument("-f", "--filename", type=Path, required=True, help="the custom resource (YAML)")
     preview.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
                          help="the watches file (default ./watches.yaml)")
-    preview.add_argument("--kubeconfig", type=Path, default=None, help="kubeconfig (default $KUBECONFIG)")
+    preview.add_argument("--kubeconfig", type=Path, default=None,
+                         help="kubeconfig (default $KUBECONFIG, else .hybrid/kubeconfig of make run)")
     preview.add_argument("-n", "--namespace", default=None,
                          help="namespace of the CR (default: the file's, else default)")
 
@@ -264,7 +270,7 @@ def run_check(args: argparse.Namespace) -> int:
         else:
             target = f"chart {watch.chart}"
         print(f"{watch.gvk}: {watch.runner} {target}")
-    print(f"{args.watches_file}: {len(loaded)} valid entries")
+    print(f"{args.watches_file}: {len(loaded)} valid {'entry' if len(loaded) == 1 else 'entries'}")
     return 0
 
 

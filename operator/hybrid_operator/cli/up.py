@@ -7,6 +7,12 @@ operator on ``watches.yaml``, creates the ``config/samples`` resources that do
 not exist yet (edits made to them in the cluster are kept), and shows a live
 summary of every watched resource until Ctrl-C.  Without a terminal the
 summary degrades to one log line per change.
+
+Nothing here takes a fixed port but the cluster's own (``--port``, 6443 unless
+told): metrics and probes listen on free loopback ports, printed with the
+lines to paste into another shell, so two ``up`` (``make run ARGS='--port
+6444'``) or a molecule run beside one never collide.  What ``up`` installs
+carries kubectl's last-applied annotation, as if the user had applied it.
 """
 
 from __future__ import annotations
@@ -64,14 +70,21 @@ def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
                "--kubeconfig", str(options.kubeconfig)]
     if options.audit_log is not None:
         command += ["--audit-log", str(options.audit_log)]
+    start = log_path.stat().st_size if log_path.exists() else 0
     with log_path.open("ab") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+        # a session of its own: a Ctrl-C reaches `up` alone, which stops the operator first, the cluster last
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 60
     while not options.kubeconfig.exists():
         if process.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-2000:]
+            with log_path.open("rb") as handle:
+                handle.seek(start)
+                tail = handle.read().decode(errors="replace")[-2000:]
+            hint = (f"\nPort {options.port} is taken (another `make run`?): pass another one, "
+                    f"e.g. `make run ARGS='--port {options.port + 1}'` or `hybrid-operator up --port "
+                    f"{options.port + 1}`." if "cannot serve on" in tail else "")
             raise errors.ConfigurationError(
-                f"the local cluster exited with code {process.returncode} (log: {log_path}):\n{tail}")
+                f"the local cluster exited with code {process.returncode} (log: {log_path}):\n{tail}{hint}")
         if time.monotonic() > deadline:
             process.terminate()
             raise errors.ConfigurationError(f"the local cluster did not start within 60 s (log: {log_path})")
@@ -137,24 +150,47 @@ def summary_rows(cluster: ClusterClient, loaded: list[model.Watch]) -> list[tupl
     return rows
 
 
-def render(rows: list[tuple[str, str, str, str]], kubeconfig: Path) -> str:
+def exports(options: UpOptions) -> list[str]:
+    """The lines a user pastes into another shell to reach the local cluster with kubectl and helm."""
+    lines = [f"export KUBECONFIG={options.kubeconfig.resolve()}"]
+    tools = Path(sys.executable).parent
+    if (tools / "kubectl").exists() or (tools / "helm").exists():
+        lines.append(f"export PATH={tools}:$PATH")
+    return lines
+
+
+def served(endpoints: runtime.Endpoints) -> list[str]:
+    """Where the operator's metrics and probes listen (ports picked at startup unless given)."""
+    lines = []
+    if endpoints.metrics:
+        lines.append(f"metrics: http://{endpoints.metrics}/metrics")
+    if endpoints.health:
+        lines.append(f"probes:  http://{endpoints.health}/healthz  http://{endpoints.health}/readyz")
+    return lines
+
+
+def render(rows: list[tuple[str, str, str, str]], footer: list[str]) -> str:
     header = ("KIND", "NAME", "CONDITION", "SINCE")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(4)]
     lines = ["  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)) for row in [header, *rows]]
-    return "\n".join([*lines, "", f"export KUBECONFIG={kubeconfig}    (Ctrl-C stops the operator and the cluster)"])
+    return "\n".join([*lines, "", *footer, "(Ctrl-C stops the operator and the cluster)"])
 
 
-def summary_companion(options: UpOptions, loaded: list[model.Watch], cluster: ClusterClient) -> runtime.Companion:
+def summary_companion(options: UpOptions, loaded: list[model.Watch], cluster: ClusterClient,
+                      endpoints: runtime.Endpoints) -> runtime.Companion:
     """Creates the samples, then follows the resources; with ``up``'s own client, not the operator's."""
     interactive = options.summary and sys.stdout.isatty()
 
     async def follow(_: ClusterClient, stop: asyncio.Event) -> None:
+        footer = [*exports(options), *served(endpoints)]
+        for line in served(endpoints):
+            print(line, flush=True)
         await asyncio.to_thread(install, cluster, options.samples_dir, create_only=True)
         previous: dict[tuple[str, str], str] = {}
         while not stop.is_set():
             rows = await asyncio.to_thread(summary_rows, cluster, loaded)
             if interactive:
-                sys.stdout.write("\x1b[2J\x1b[H" + render(rows, options.kubeconfig.resolve()) + "\n")
+                sys.stdout.write("\x1b[2J\x1b[H" + render(rows, footer) + "\n")
                 sys.stdout.flush()
             else:
                 for kind, name, state, when in rows:
@@ -173,14 +209,13 @@ def run(options: UpOptions, settings: Settings) -> int:
     process = start_cluster(options)
     try:
         print(f"local cluster: https://127.0.0.1:{options.port} (data in {options.data_dir})", flush=True)
-        print(f"export KUBECONFIG={options.kubeconfig.resolve()}", flush=True)
-        tools = Path(sys.executable).parent
-        if (tools / "kubectl").exists() or (tools / "helm").exists():
-            print(f"export PATH={tools}:$PATH", flush=True)
+        for line in exports(options):
+            print(line, flush=True)
         cluster = ClusterClient(options.kubeconfig, user_agent=USER_AGENT)
         install(cluster, options.crd_dir, create_only=False)
         os.environ["KUBECONFIG"] = str(options.kubeconfig.resolve())
-        return runtime.serve(settings, loaded, [summary_companion(options, loaded, cluster)])
+        endpoints = runtime.Endpoints()
+        return runtime.serve(settings, loaded, [summary_companion(options, loaded, cluster, endpoints)], endpoints)
     finally:
         process.terminate()
         try:

@@ -140,8 +140,11 @@ async def probe_watches(cluster: ClusterClient, targets: Sequence[tuple[str, Wat
         await asyncio.sleep(interval)
 
 
-async def serve(app: web.Application, address: str, what: str) -> web.AppRunner | None:
-    """Serve ``app`` on ``address`` (``host:port``, ``:port`` for every interface, ``0`` for not at all)."""
+async def serve(app: web.Application, address: str, what: str, flag: str = "") -> web.AppRunner | None:
+    """Serve ``app`` on ``address`` (``host:port``, ``:port`` for every interface, ``0`` for not at all).
+
+    ``flag`` is the command-line flag that set ``address``: a refusal names it, with the way out.
+    """
     host, port = parse_address(address)
     if port is None:
         return None
@@ -152,7 +155,9 @@ async def serve(app: web.Application, address: str, what: str) -> web.AppRunner 
         await web.TCPSite(runner, host or None, port, reuse_address=True).start()
     except OSError as exc:
         await runner.cleanup()
-        raise errors.ConfigurationError(f"cannot serve {what} on {address}: {exc.strerror}") from exc
+        hint = (f"; choose another {flag} (host:0 takes a free port, 0 turns it off) or stop what is using "
+                f"{address}") if flag else ""
+        raise errors.ConfigurationError(f"cannot serve {what} on {address}: {exc.strerror}{hint}") from exc
     bound = ",".join(f"{a[0]}:{a[1]}" for a in runner.addresses if isinstance(a, tuple))
     log.info("serving", extra={"endpoint": what, "address": bound})
     return runner

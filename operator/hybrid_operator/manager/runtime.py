@@ -16,6 +16,7 @@ import functools
 import logging
 import signal
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,18 @@ log = logging.getLogger(__name__)
 
 #: A coroutine run beside the operator until it stops (given the cluster client and the stop event).
 Companion = Callable[[ClusterClient, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+@dataclass
+class Endpoints:
+    """Where the process serves ``/metrics`` and the probes once they are bound ("" when turned off).
+
+    Filled in before any companion starts, so ``up`` can print ports picked by the system (``host:0``).
+    """
+
+    metrics: str = ""
+    health: str = ""
+
 
 def run(settings: Settings) -> int:
     """``hybrid-operator run``: load and validate the watches (fatal on any problem), then serve."""
@@ -99,8 +112,16 @@ def _bound_port(runner: web.AppRunner | None) -> int:
     return int(next(a for a in runner.addresses if isinstance(a, tuple))[1])
 
 
+def _bound(runner: web.AppRunner | None) -> str:
+    """``host:port`` a server listens on (its first address), "" when it is turned off."""
+    if runner is None:
+        return ""
+    host, port = next(a for a in runner.addresses if isinstance(a, tuple))[:2]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
 async def _serve(settings: Settings, loaded: list[model.Watch],
-                 companions: Sequence[Companion] = ()) -> int:
+                 companions: Sequence[Companion] = (), endpoints: Endpoints | None = None) -> int:
     """Run the operator until SIGTERM/SIGINT; ``companions`` run beside it (``hybrid-operator up``)."""
     cluster = ClusterClient(settings.kubeconfig)
     try:
@@ -122,7 +143,7 @@ async def _serve(settings: Settings, loaded: list[model.Watch],
         servers.append(await health.serve(user_metrics_app(metrics.user), "127.0.0.1:0", "user-metrics"))
         env = {**ansible_env(settings), METRICS_URL_ENV: f"http://127.0.0.1:{_bound_port(servers[0])}/metrics"}
         return await _operate(settings, loaded, companions, cluster, runner, helm, slots, run_kubeconfig, env,
-                              metrics, cancel, servers)
+                              metrics, cancel, servers, endpoints or Endpoints())
     finally:
         await runner.close()
         for server in servers:
@@ -132,7 +153,7 @@ async def _serve(settings: Settings, loaded: list[model.Watch],
 async def _operate(settings: Settings, loaded: list[model.Watch], companions: Sequence[Companion],
                    cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None, slots: asyncio.Semaphore,
                    run_kubeconfig: Path, env: dict[str, str], metrics: OperatorMetrics, cancel: RunCancel,
-                   servers: list[web.AppRunner | None]) -> int:
+                   servers: list[web.AppRunner | None], endpoints: Endpoints) -> int:
     connection = cluster.connection()
     owners: list[Operator] = []
 
@@ -160,9 +181,11 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
         if settings.leader_elect:
             elector = operator.elector = _elector(settings, cluster, operator)
             readiness.election = lambda: elector.leading or elector.healthy()
-        servers.append(await health.serve(metrics_app(metrics.render), settings.metrics_bind_address, "metrics"))
+        servers.append(await health.serve(metrics_app(metrics.render), settings.metrics_bind_address, "metrics",
+                                          "--metrics-bind-address"))
         servers.append(await health.serve(health.health_app(readiness), settings.health_probe_bind_address,
-                                          "health"))
+                                          "health", "--health-probe-bind-address"))
+        endpoints.metrics, endpoints.health = _bound(servers[-2]), _bound(servers[-1])
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, operator.handle_signal, sig)
@@ -178,6 +201,7 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
     return 0
 
 
-def serve(settings: Settings, loaded: list[model.Watch], companions: Sequence[Companion] = ()) -> int:
-    """Run the operator for already loaded watches with ``companions`` beside it."""
-    return asyncio.run(_serve(settings, loaded, companions))
+def serve(settings: Settings, loaded: list[model.Watch], companions: Sequence[Companion] = (),
+          endpoints: Endpoints | None = None) -> int:
+    """Run the operator for already loaded watches with ``companions`` beside it; ``endpoints`` learns its ports."""
+    return asyncio.run(_serve(settings, loaded, companions, endpoints))
