@@ -248,7 +248,9 @@ class ClusterClient:
                        namespace: str = "default") -> str:
         """Server-side apply one manifest (or create it if absent, with ``create_only``).
 
-        Returns "created", "configured" or "unchanged"/"exists".
+        The object carries ``kubectl.kubernetes.io/last-applied-configuration`` as ``kubectl apply``
+        would have written it, so a user's later ``kubectl apply`` of the same file is a clean
+        three-way merge, without a warning. Returns "created", "configured" or "exists".
         """
         api_version = str(document.get("apiVersion", ""))
         group, _, version = api_version.rpartition("/")
@@ -256,6 +258,7 @@ class ClusterClient:
         meta = document.setdefault("metadata", {})
         if ref.namespaced:
             meta.setdefault("namespace", namespace)
+        meta["annotations"] = {**objects.annotations(document), objects.LAST_APPLIED: objects.last_applied(document)}
         ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         existing = self.get(ref, ns, name)
         if create_only:

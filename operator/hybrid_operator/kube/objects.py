@@ -5,6 +5,7 @@ every reader used to spell ``(obj.get("metadata") or {})`` itself. These accesso
 right type and an empty value for a missing field, and never mutate the object.
 """
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,3 +83,20 @@ def group_version(api_version: str) -> tuple[str, str]:
     """``("apps", "v1")`` from ``apps/v1``; ``("", "v1")`` for the core group."""
     group, _, version = api_version.rpartition("/")
     return group, version
+
+
+#: the annotation client-side ``kubectl apply`` keeps the applied manifest in (its three-way merge base)
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+_GO_HTML_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def last_applied(manifest: Mapping[str, Any]) -> str:
+    """The value ``kubectl apply`` gives :data:`LAST_APPLIED` for ``manifest``.
+
+    As kubectl writes it: the manifest without that annotation (``annotations`` kept, possibly empty),
+    as Go's JSON encoder would -- compact, sorted keys, UTF-8, HTML characters escaped, a final newline.
+    """
+    metadata = dict(meta(manifest))
+    metadata["annotations"] = {k: v for k, v in annotations(manifest).items() if k != LAST_APPLIED}
+    text = json.dumps({**manifest, "metadata": metadata}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "".join(_GO_HTML_ESCAPES.get(char, char) for char in text) + "\n"
