@@ -106,3 +106,26 @@ def test_merged_cr_takes_spec_and_labels_from_the_file() -> None:
 ])
 def test_writes_always_carry_dry_run_all(query: dict[str, str], expected: list[tuple[str, str]]) -> None:
     assert dry_run_query(query) == expected
+
+
+def test_a_new_resource_is_previewed_as_its_creation_with_the_status_it_would_get() -> None:
+    cr = {**CR, "spec": {"engine": "postgres"}}
+    status = preview.Change("status", "example.com/v1", "Database", "default", "orders", {"status": {}},
+                            {"status": {"phase": "Ready"}})
+    child = preview.Change("create", "apps/v1", "StatefulSet", "default", "orders", None, STS)
+    changes = preview.with_creation(cr, [status, child])
+    assert changes == [preview.Change("create", "example.com/v1", "Database", "default", "orders", None,
+                                      {**cr, "status": {"phase": "Ready"}}), child]
+    assert preview.report(changes).startswith("+ create example.com/v1 Database default/orders\n")
+    assert "2 change(s): 2 to create, 0 to update, 0 to delete" in preview.report(changes)
+
+
+def test_preview_finds_the_cluster_as_the_other_commands_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    given = tmp_path / "given"
+    assert preview.kubeconfig_for(given, {"KUBECONFIG": "/env"}) == given
+    assert preview.kubeconfig_for(None, {"KUBECONFIG": "/env"}) == Path("/env")
+    assert preview.kubeconfig_for(None, {}) is None
+    (tmp_path / ".hybrid").mkdir()
+    (tmp_path / ".hybrid" / "kubeconfig").write_text("apiVersion: v1\n")
+    assert preview.kubeconfig_for(None, {}) == Path(".hybrid/kubeconfig")

@@ -420,6 +420,16 @@ def test_misspelled_required_key_is_reported_once(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(("key", "suggestion"), [("rolee", "role"), ("playbok", "playbook"), ("chrt", "chart")])
+def test_a_misspelled_runner_key_is_reported_by_its_suggestion_alone(tmp_path: Path, key: str,
+                                                                     suggestion: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        load_text(tmp_path, f"- group: example.com\n  version: v1\n  kind: A\n  {key}: a\n")
+    assert len(raised.value.problems) == 1, raised.value.problems
+    assert f'key "{key}": unknown key; did you mean "{suggestion}"?' in raised.value.problems[0]
+    assert raised.value.problems[0].startswith(f"{tmp_path / 'watches.yaml'}:4: ")
+
+
 def test_configuration_error_lists_problems() -> None:
     single = ConfigurationError.from_problems(["f: one"], source="f")
     assert (str(single), single.problems, single.exit_code) == ("f: one", ("f: one",), 2)

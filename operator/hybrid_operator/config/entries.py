@@ -135,9 +135,11 @@ class EntryReader:
             self._check_keys(self.data, ANSIBLE_KEYS | HELM_KEYS, ())
             return None
         if not is_helm and not is_ansible:
-            self.report("missing playbook, role or chart: set exactly one of them, e.g. "
-                        "playbook: playbooks/memcached.yml, role: memcached or chart: helm-charts/nginx")
             self._check_keys(self.data, ANSIBLE_KEYS | HELM_KEYS, ())
+            # a misspelled one ("rolee") was just reported with its suggestion, which says more
+            if not any(_misspelled(self.data, key) for key in ("playbook", "role", "chart")):
+                self.report("missing playbook, role or chart: set exactly one of them, e.g. "
+                            "playbook: playbooks/memcached.yml, role: memcached or chart: helm-charts/nginx")
             return None
         watch = self._helm(gvk) if is_helm else self._ansible(gvk)
         return watch if len(self.problems) == count else None

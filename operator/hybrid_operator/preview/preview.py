@@ -302,6 +302,26 @@ def preview_helm(watch: model.HelmWatch, cr: dict[str, Any], cluster: ClusterCli
 # -- entry point -----------------------------------------------------------------------------------------
 
 
+def with_creation(cr: dict[str, Any], changes: list[Change]) -> list[Change]:
+    """A resource not in the cluster yet: applying the file creates it, first of all.
+
+    The status its reconcile would write (``k8s_status`` changes of the resource itself) is shown as
+    part of what is created, not as a diff of a status that does not exist.
+    """
+    identity = _identity(cr)
+    status: dict[str, Any] = {}
+    rest = []
+    for change in changes:
+        if change.action == "status" and (change.api_version, change.kind, change.namespace, change.name) == identity:
+            status.update((change.after or {}).get("status") or {})
+        else:
+            rest.append(change)
+    created = {key: value for key, value in cr.items() if key != "status"}
+    if status:
+        created["status"] = status
+    return [Change("create", *identity, None, created), *rest]
+
+
 def compute(filename: Path, watches_file: Path, kubeconfig: Path, namespace: str | None) -> list[Change]:
     cr = read_cr(filename, namespace)
     watch = find_watch(watches.load(watches_file), cr)
@@ -313,16 +333,33 @@ def compute(filename: Path, watches_file: Path, kubeconfig: Path, namespace: str
     meta = cr["metadata"]
     live = cluster.get(ref, meta["namespace"], meta["name"])
     if isinstance(watch, model.HelmWatch):
-        return preview_helm(watch, cr, cluster, kubeconfig)
-    return asyncio.run(preview_ansible(watch, merged_cr(cr, live), cluster, ref, watches_file.absolute().parent))
+        changes = preview_helm(watch, cr, cluster, kubeconfig)
+    else:
+        changes = asyncio.run(preview_ansible(watch, merged_cr(cr, live), cluster, ref,
+                                              watches_file.absolute().parent))
+    return changes if live is not None else with_creation(cr, changes)
+
+
+#: what ``make run`` (``hybrid-operator up``) writes, relative to the project: the fallback cluster
+LOCAL_KUBECONFIG = Path(".hybrid/kubeconfig")
+
+
+def kubeconfig_for(given: Path | None, environ: dict[str, str]) -> Path | None:
+    """``--kubeconfig``, else ``$KUBECONFIG``, else the local cluster's ``.hybrid/kubeconfig`` when it exists."""
+    if given is not None:
+        return given
+    if environ.get("KUBECONFIG"):
+        return Path(environ["KUBECONFIG"])
+    return LOCAL_KUBECONFIG if LOCAL_KUBECONFIG.is_file() else None
 
 
 def main(filename: Path, watches_file: Path, kubeconfig: Path | None, namespace: str | None) -> int:
     """Print what applying ``filename`` would change; 0 nothing, 1 changes, 2 error."""
-    config = kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
+    config = kubeconfig_for(kubeconfig, dict(os.environ))
     try:
         if config is None:
-            raise PreviewError("no cluster: pass --kubeconfig or set KUBECONFIG")
+            raise PreviewError("no cluster: pass --kubeconfig, set KUBECONFIG, or start the local cluster "
+                               f"(`make run` writes {LOCAL_KUBECONFIG})")
         changes = compute(filename, watches_file, config, namespace)
     except errors.ConfigurationError as exc:
         print(f"hybrid-operator preview: {exc}", file=sys.stderr)
