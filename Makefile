@@ -6,8 +6,10 @@ BIN := $(abspath $(VENV))/bin
 STAMP := $(VENV)/.setup-done
 export PATH := $(BIN):$(PATH)
 PYTEST_FLAGS ?=
+# flags for `hybrid-operator up` (make run) or `cluster` (make cluster), e.g. ARGS='--port 6444'
+ARGS ?=
 
-.PHONY: setup run cluster test test-unit test-integration test-security lint bench-cluster clean manifests molecule
+.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster clean manifests molecule dist
 
 setup: $(STAMP)
 
@@ -19,11 +21,11 @@ $(STAMP): pyproject.toml requirements.lock scripts/install_tools.py
 	$(BIN)/python scripts/install_tools.py --bin-dir $(BIN)
 	touch $(STAMP)
 
-run: setup  ## local cluster + CRDs + operator + sample resources, with a live summary (Ctrl-C stops)
-	$(BIN)/hybrid-operator up
+run: setup  ## local cluster + CRDs + operator + sample resources, with a live summary (Ctrl-C stops); ARGS='--port 6444'
+	$(BIN)/hybrid-operator up $(ARGS)
 
-cluster: setup  ## the embedded cluster alone, in the foreground
-	$(BIN)/hybrid-operator cluster
+cluster: setup  ## the embedded cluster alone, in the foreground; ARGS='--port 6444'
+	$(BIN)/hybrid-operator cluster $(ARGS)
 
 lint: setup  ## ruff, mypy --strict, import-linter contracts, complexity/size limits (radon)
 	$(BIN)/ruff check operator tests scripts benchmarks
@@ -36,13 +38,19 @@ test-unit: setup
 	$(BIN)/pytest -m unit -q $(PYTEST_FLAGS)
 
 test-integration: setup
-	$(BIN)/pytest -m "integration or e2e" -q $(PYTEST_FLAGS)
+	$(BIN)/pytest -m "(integration or e2e) and not newcomer" -q $(PYTEST_FLAGS)
 
 test-security: setup  ## the attacks of docs/security.md (also part of `make test`)
 	$(BIN)/pytest -m security -q $(PYTEST_FLAGS)
 
-test: setup lint
-	$(BIN)/pytest -q $(PYTEST_FLAGS)
+test: setup lint  ## every test but the newcomer path (make test-newcomer)
+	$(BIN)/pytest -q -m "not newcomer" $(PYTEST_FLAGS)
+
+test-newcomer: setup  ## init, create api, make setup/run/molecule of a new project from this checkout (minutes)
+	$(BIN)/pytest -m newcomer -q -s $(PYTEST_FLAGS)
+
+dist: setup  ## a wheel of hybrid-operator in dist/ (a project made by its `init` installs from that wheel)
+	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir dist .
 
 manifests: setup  ## config/crd, config/rbac, config/manager from watches.yaml, schemas/ and the automation
 	$(BIN)/hybrid-operator generate all

@@ -8,11 +8,13 @@ import pytest
 import yaml
 
 from hybrid_operator import __version__
-from hybrid_operator.authoring import scaffold
+from hybrid_operator.authoring import origin, project, scaffold
 from hybrid_operator.config import model, watches
 from hybrid_operator.errors import ConfigurationError
 
 pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -26,18 +28,54 @@ def project_dir(tmp_path: Path) -> Path:
     return root
 
 
-def test_init_lays_out_a_project_pinned_to_this_version(project_dir: Path) -> None:
+def test_init_lays_out_a_project_installing_this_hybrid_operator(project_dir: Path) -> None:
     files = tree(project_dir)
     for expected in ("watches.yaml", "Dockerfile", "Makefile", "requirements.txt", "PROJECT", ".gitignore",
                      "playbooks/.gitkeep", "roles/.gitkeep", "charts/.gitkeep", "config/manager/manager.yaml",
                      "config/rbac/service_account.yaml", "molecule/shared/verify.yml"):
         assert expected in files
-    assert f"hybrid-operator=={__version__}" in files["requirements.txt"].decode()
+    # this test runs from the checkout (pip install -e .): the new project installs that checkout
+    requirements = files["requirements.txt"].decode().splitlines()
+    assert requirements[-1] == f"hybrid-operator @ {REPO.as_uri()}"
+    assert f"-c {REPO / 'requirements.lock'}" in requirements
     assert yaml.safe_load(files["PROJECT"]) == {"layout": "hybrid-operator/v1", "projectName": "shop-operator",
                                                 "domain": "example.com"}
     assert "name: shop-operator-system" in files["config/rbac/namespace.yaml"].decode()
     makefile = files["Makefile"].decode()
-    assert "\nmanifests:" in makefile and "\n\t$(HYBRID_OPERATOR) generate all" in makefile
+    assert "\nmanifests: setup" in makefile and "\n\t$(HYBRID_OPERATOR) generate all" in makefile
+    assert "\n\t$(HYBRID_OPERATOR) up $(ARGS)\n" in makefile and "HYBRID_OPERATOR ?= $(BIN)/hybrid-operator" in makefile
+    readme = files["README.md"].decode()
+    assert f"the checkout {REPO}" in readme and f"    hybrid-operator @ {REPO.as_uri()}\n" in readme
+
+
+@pytest.mark.parametrize(("direct_url", "requirement", "constraints"), [
+    ('{"url": "file:///src/hybrid-operator", "dir_info": {"editable": true}}',
+     "hybrid-operator @ file:///src/hybrid-operator", "-c /src/hybrid-operator/requirements.lock"),
+    ('{"url": "file:///src/dist/hybrid_operator-0.1.0-py3-none-any.whl", "archive_info": {}}',
+     "hybrid-operator @ file:///src/dist/hybrid_operator-0.1.0-py3-none-any.whl", None),
+    (None, f"hybrid-operator=={__version__}", None),
+])
+def test_init_writes_where_hybrid_operator_comes_from(tmp_path: Path, direct_url: str | None, requirement: str,
+                                                      constraints: str | None) -> None:
+    (tmp_path / "src" / "hybrid-operator").mkdir(parents=True)
+    (tmp_path / "src" / "hybrid-operator" / "requirements.lock").write_text("kopf==1.45.2\n")
+    direct_url = direct_url.replace("file:///src", (tmp_path / "src").as_uri()) if direct_url else None
+    requirement = requirement.replace("file:///src", (tmp_path / "src").as_uri())
+    source = origin.from_direct_url(direct_url) if direct_url else origin.from_index()
+    assert source is not None
+    files = scaffold.project_files(project.ProjectConfig(name="p"), source)
+    lines = [line for line in files["requirements.txt"].splitlines() if not line.startswith("#")]
+    expected_constraints = [constraints.replace("/src", str(tmp_path / "src"))] if constraints else []
+    assert lines == [*expected_constraints, requirement]
+    assert f"    {requirement}\n" in files["README.md"]
+
+
+def test_a_remote_or_unreadable_direct_url_is_used_as_is_or_ignored() -> None:
+    remote = origin.from_direct_url('{"url": "https://example.com/hybrid_operator-0.1.0-py3-none-any.whl", '
+                                    '"archive_info": {}}')
+    assert remote is not None and remote.requirement.endswith("@ https://example.com/hybrid_operator-0.1.0-py3-none-any.whl")
+    assert origin.from_direct_url("not json") is None
+    assert origin.from_direct_url('{"url": "git+https://x", "vcs_info": {}}') is None
 
 
 def test_init_refuses_to_overwrite(project_dir: Path) -> None:
@@ -133,3 +171,11 @@ def test_existing_role_is_kept(project_dir: Path) -> None:
     report = scaffold.create_api(project_dir, scaffold.ApiRequest("shop", "v1", "Shop", "role"))
     assert "kept roles/shop/tasks/main.yml (exists)" in report
     assert "mine" in (project_dir / "roles/shop/tasks/main.yml").read_text()
+
+
+def test_this_repository_runs_the_molecule_playbooks_init_writes() -> None:
+    for relative, text in scaffold.molecule_shared_files().items():
+        assert (REPO / relative).read_text() == text, f"{relative} differs from the template init writes"
+    prepare = scaffold.molecule_shared_files()["molecule/shared/prepare.yml"]
+    assert "--metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0" in prepare
+    assert "{{ log_dir }}/operator.log" in prepare and "{{ state_dir }}/operator.log" not in prepare

@@ -1,9 +1,10 @@
 """``hybrid-operator init`` and ``create api``: new operator projects and new kinds in them.
 
 ``init`` lays out a project like this repository (watches.yaml, playbooks/, roles/, charts/,
-schemas/, config/, molecule/, Dockerfile, Makefile, requirements pinned to this hybrid-operator) and
-never overwrites a file. ``create api`` adds one kind: its watches entry, a role, playbook or chart,
-a sample CR, a molecule scenario, then regenerates ``config/`` (CRD and RBAC) with :mod:`generate`.
+schemas/, config/, molecule/, Dockerfile, Makefile, and requirements that install hybrid-operator
+from where the running one came from, see :mod:`origin`) and never overwrites a file. ``create api``
+adds one kind: its watches entry, a role, playbook or chart, a sample CR, a molecule scenario, then
+regenerates ``config/`` (CRD and RBAC) with :mod:`generate`.
 Every input is checked before anything is written, so a refused request leaves the tree untouched;
 a kind that already exists is refused, and files that already exist (a role written by hand) are kept.
 """
@@ -22,7 +23,7 @@ from typing import Any, Literal
 import yaml
 
 from hybrid_operator import __version__
-from hybrid_operator.authoring import generate, project
+from hybrid_operator.authoring import generate, origin, project
 from hybrid_operator.config import locations, manifest_yaml, model
 from hybrid_operator.errors import ConfigurationError
 
@@ -56,9 +57,17 @@ def molecule_shared_files() -> dict[str, str]:
     return {f"molecule/shared/{name}": template(f"molecule/{name}") for name in SHARED_MOLECULE}
 
 
-def project_files(config: project.ProjectConfig) -> dict[str, str]:
-    """Every file ``init`` writes, by path relative to the project directory."""
-    values = {"name": config.name, "version": __version__, "molecule_version": MOLECULE_VERSION}
+def project_files(config: project.ProjectConfig, installs: origin.Origin | None = None) -> dict[str, str]:
+    """Every file ``init`` writes, by path relative to the project directory.
+
+    ``installs`` is where the project's ``make setup`` installs hybrid-operator from (default: where
+    the running one came from, :func:`origin.current`).
+    """
+    installs = installs or origin.current()
+    constraints = (f"# the dependencies pinned as in that checkout\n-c {installs.constraints}\n"
+                   if installs.constraints else "")
+    values = {"name": config.name, "version": __version__, "molecule_version": MOLECULE_VERSION,
+              "origin": installs.description, "requirement": installs.requirement, "constraints": constraints}
     files = {"PROJECT": config.to_text()}
     for source, target in (("watches.yaml", "watches.yaml"), ("Dockerfile", "Dockerfile"),
                            ("Makefile", "Makefile"), ("README.md", "README.md"), ("gitignore", ".gitignore"),
