@@ -8,13 +8,15 @@ Every scenario runs the same shared playbooks (molecule/shared/); only the kind 
 kind has its own e2e tests. So the suite runs one representative scenario, ``website`` (a role, a
 finalizer playbook, two child objects, cleanup waiting on the finalizer); ``make molecule`` runs
 them all (``molecule test --all``), and so does ``MOLECULE_SCENARIOS=all pytest ...`` here, or a
-comma-separated list of scenario names.
+comma-separated list of scenario names. A scenario whose operator cannot start fails its verify at
+once, showing the end of the operator's log (kept in ``.hybrid/molecule/<scenario>/``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +72,26 @@ def test_scenarios_pass_against_the_embedded_cluster(shared_cluster: Cluster) ->
         assert re.search(rf"(?m)^{scenario}\s+: actions=7\s+successful=7 .* failed=0", recap), recap
     left = shared_cluster.kubectl("get", "namespaces", "-o", "name").stdout
     assert "molecule-" not in left.replace("Terminating", ""), "cleanup deletes each scenario's namespace"
+
+
+def test_an_operator_that_exits_at_once_fails_verify_at_once_with_its_log(shared_cluster: Cluster,
+                                                                        tmp_path: Path) -> None:
+    """A project whose operator cannot start: verify says so within seconds and shows why."""
+    project = tmp_path / "project"
+    for folder in ("molecule", "config", "roles", "playbooks"):
+        shutil.copytree(REPO / folder, project / folder)
+    watches_text = (REPO / "watches.yaml").read_text()
+    assert "role: website\n" in watches_text
+    (project / "watches.yaml").write_text(watches_text.replace("role: website\n", "role: websites\n"))
+    (project / "charts").symlink_to(REPO / "charts")
+    result = molecule(shared_cluster, "test", "-s", "website", cwd=project)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-6000:]
+    assert "The operator is running" in output and "The end of the operator's log" in output, output[-6000:]
+    assert "role 'websites' was not found" in output, output[-6000:]
+    log = project / ".hybrid" / "molecule" / "website" / "operator.log"
+    assert f"its whole log: {log}" in output
+    assert "role 'websites' was not found" in log.read_text(), "the log outlives molecule's temporary directory"
+    # verify does not poll the 90 attempts for a resource nobody reconciles: it stops at once
+    retries = output.count("FAILED - RETRYING")
+    assert retries <= 3, f"verify polled {retries} times for an operator that had exited"
