@@ -46,7 +46,7 @@ test-security: setup  ## the attacks of docs/security.md (also part of `make tes
 test: setup lint  ## every test but the newcomer path (make test-newcomer)
 	$(BIN)/pytest -q -m "not newcomer" $(PYTEST_FLAGS)
 
-test-newcomer: setup  ## init, create api, make setup/run/molecule of a new project from this checkout (minutes)
+test-newcomer: setup  ## a new project from init to make molecule with its own setup; two make run side by side (minutes)
 	$(BIN)/pytest -m newcomer -q -s $(PYTEST_FLAGS)
 
 dist: setup  ## a wheel of hybrid-operator in dist/ (a project made by its `init` installs from that wheel)

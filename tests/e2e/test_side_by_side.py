@@ -28,7 +28,9 @@ from support.cluster import REPO, find_binary, free_port
 from support.makerun import MakeRun
 from support.operator import wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# two `up` and a molecule scenario at once take minutes of CPU on 2 cores: with the newcomer's path
+# in `make test-newcomer`, not in `make test`
+pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
 VENV = Path(sys.executable).parent.parent
 SAMPLE = "web_v1alpha1_website.yaml"
