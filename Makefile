@@ -8,6 +8,9 @@ export PATH := $(BIN):$(PATH)
 PYTEST_FLAGS ?=
 # flags for `hybrid-operator up` (make run) or `cluster` (make cluster), e.g. ARGS='--port 6444'
 ARGS ?=
+# `make test` runs the test files on two workers (pytest-xdist); a file's tests stay on one worker,
+# so module fixtures (an operator process, a namespace) are shared as written. TEST_WORKERS=0: serial.
+TEST_WORKERS ?= 2
 
 .PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster clean manifests molecule dist
 
@@ -44,7 +47,7 @@ test-security: setup  ## the attacks of docs/security.md (also part of `make tes
 	$(BIN)/pytest -m security -q $(PYTEST_FLAGS)
 
 test: setup lint  ## every test but the newcomer path (make test-newcomer)
-	$(BIN)/pytest -q -m "not newcomer" $(PYTEST_FLAGS)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not newcomer" $(PYTEST_FLAGS)
 
 test-newcomer: setup  ## a new project from init to make molecule with its own setup; two make run side by side (minutes)
 	$(BIN)/pytest -m newcomer -q -s $(PYTEST_FLAGS)
