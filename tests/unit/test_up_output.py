@@ -64,3 +64,14 @@ def test_last_applied_is_what_kubectl_apply_writes() -> None:
     again = {**manifest, "metadata": {**manifest["metadata"],
                                       "annotations": {objects.LAST_APPLIED: value, "keep": "me"}}}
     assert json.loads(objects.last_applied(again))["metadata"]["annotations"] == {"keep": "me"}
+
+
+@pytest.mark.parametrize(("entries", "summary"), [(1, "1 valid entry"), (2, "2 valid entries")])
+def test_check_counts_entries_in_english(tmp_path: Path, capsys: pytest.CaptureFixture[str], entries: int,
+                                         summary: str) -> None:
+    (tmp_path / "site.yml").write_text("- hosts: localhost\n")
+    watches = tmp_path / "watches.yaml"
+    watches.write_text("".join(f"- {{group: example.com, version: v1, kind: K{i}, playbook: site.yml}}\n"
+                               for i in range(entries)))
+    assert commands.main(["check", "--watches-file", str(watches)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"{watches}: {summary}"
