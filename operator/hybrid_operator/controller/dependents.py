@@ -15,7 +15,6 @@ everything afresh.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -178,10 +177,12 @@ class _Watch:
 class DependentWatches:
     """One watch per child kind; events re-enqueue the owners that asked for them."""
 
-    def __init__(self, cluster: ClusterClient, enqueue: Enqueue, namespaces: tuple[str, ...] = ()) -> None:
+    def __init__(self, cluster: ClusterClient, enqueue: Enqueue, namespaces: tuple[str, ...] = (),
+                 health: informer.Health | None = None) -> None:
         self.cluster = cluster
         self.enqueue = enqueue
         self.namespaces = namespaces
+        self.health = health
         self._watches: dict[ChildKind, _Watch] = {}
         self._closed = False
         #: which Helm kind made each release (filled by the Helm reconcilers)
@@ -204,7 +205,7 @@ class DependentWatches:
         self._watches[child] = watch
         watch.task = asyncio.get_running_loop().create_task(
             informer.follow(self.cluster, (child.group, child.version, child.kind), self.namespaces, watch,
-                            what=f"dependents {kind_text(child)}"))
+                            what=f"dependents {kind_text(child)}", health=self.health))
         log.info("dependent watch started", extra={"child": kind_text(child), "owner": "/".join(owner)})
         return True
 
@@ -213,7 +214,5 @@ class DependentWatches:
         for watch in self._watches.values():
             if watch.task is not None:
                 watch.task.cancel()
-        for watch in self._watches.values():
-            if watch.task is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watch.task
+        await asyncio.gather(*(w.task for w in self._watches.values() if w.task is not None),
+                             return_exceptions=True)
