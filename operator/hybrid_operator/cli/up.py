@@ -65,7 +65,8 @@ def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
     if options.audit_log is not None:
         command += ["--audit-log", str(options.audit_log)]
     with log_path.open("ab") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+        # its own session: a Ctrl-C in the terminal reaches only `up`, which stops the operator first
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 60
     while not options.kubeconfig.exists():
         if process.poll() is not None:
