@@ -17,8 +17,8 @@ exists, another operation in progress, cluster unreachable, render error, timeou
 
 helm runs in a session of its own (a terminal's Ctrl-C reaches only the operator, which stops helm
 itself: SIGTERM, so helm marks the release failed rather than pending) and gets a parent-death
-signal (:func:`hybrid_operator.processes.parent_death_signal`): a helm process never outlives a
-``kill -9`` of its operator to race the next one for the same release.
+signal (:func:`hybrid_operator.processes.parent_death_signal`, SIGKILL): a helm process never
+outlives a ``kill -9`` of its operator to race the next one for the same release.
 """
 
 from __future__ import annotations
