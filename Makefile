@@ -7,7 +7,7 @@ STAMP := $(VENV)/.setup-done
 export PATH := $(BIN):$(PATH)
 PYTEST_FLAGS ?=
 
-.PHONY: setup run cluster test test-unit test-integration test-security lint bench-cluster clean manifests molecule
+.PHONY: setup run cluster test test-unit test-integration test-security lint bench-cluster chaos clean manifests molecule
 
 setup: $(STAMP)
 
@@ -52,6 +52,9 @@ molecule: setup  ## every molecule/ scenario, each against its own embedded clus
 
 bench-cluster: setup
 	$(BIN)/python benchmarks/cluster_bench.py
+
+chaos: setup  ## fault injection (kill -9, outages, storms, soak): the table of docs/reliability.md (about 10 min)
+	$(BIN)/python benchmarks/chaos.py --output docs/reliability.md
 
 clean:
 	rm -rf $(VENV) .hybrid .pytest_cache .mypy_cache .ruff_cache
