@@ -120,6 +120,7 @@ def test_a_repeated_event_is_one_object_with_a_count_and_events_expire(tmp_path:
             time.sleep(0.5)
         client.post_event(owner, "Normal", "ReconcileSucceeded", "run succeeded: ok=3 changed=0")
         again = client.request("GET", "/api/v1/namespaces/default/events")["items"]
-        assert [(e["reason"], e["count"]) for e in again] == [("ReconcileSucceeded", 1)], "an expired Event is made anew"
+        assert [(e["reason"], e["count"]) for e in again] == [("ReconcileSucceeded", 1)], \
+            "an expired Event is made anew"
     finally:
         cluster.stop()

@@ -25,7 +25,8 @@ WATCH = AnsibleWatch(gvk=GVK, playbook=Path("/nowhere/site.yml"))
 
 
 def run_dir(root: Path, namespace: str, name: str, kind: str = "Website") -> Path:
-    directory = root / "web.example.com" / "v1alpha1" / kind / namespace / name / "artifacts" / "20260101T000000000000Z-0a"
+    resource = root / "web.example.com" / "v1alpha1" / kind / namespace / name
+    directory = resource / "artifacts" / "20260101T000000000000Z-0a"
     directory.mkdir(parents=True)
     (directory / "stdout").write_text("spec: secret-ish\n")
     return directory.parent.parent
