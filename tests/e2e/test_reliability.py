@@ -35,6 +35,12 @@ HELM_PERIOD = "helm.sdk.operatorframework.io/reconcile-period"
 StartOperator = Callable[..., OperatorProcess]
 
 
+@pytest.fixture
+def cluster(own_cluster: Cluster) -> Cluster:
+    """A server of each test's own: these tests stop it, and use its default namespace and release names."""
+    return own_cluster
+
+
 def cr(kind: str, name: str, spec: dict[str, Any] | None = None, period: str = "10m") -> dict[str, Any]:
     annotation = PERIOD.get(kind, HELM_PERIOD)
     return {"apiVersion": f"{GROUP}/v1", "kind": kind,
