@@ -591,6 +591,8 @@ def soak(ctx: Context) -> Row:
             runs1=end["runs"], kb0=start["bytes"], kb1=end["bytes"], ev0=start["events"], ev1=end["events"],
             c0=start["cluster"], c1=end["cluster"])
         row.notes = f"UNBOUNDED: {', '.join(unbounded)}; {figures}" if unbounded else f"{figures} (all within bounds)"
+        if reconciles < target:
+            row.notes = f"only {reconciles} of {target} reconciles within the {budget:.0f} s budget; {row.notes}"
     return row
 
 
