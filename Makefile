@@ -53,7 +53,7 @@ molecule: setup  ## every molecule/ scenario, each against its own embedded clus
 bench-cluster: setup
 	$(BIN)/python benchmarks/cluster_bench.py
 
-chaos: setup  ## fault injection (kill -9, outages, storms, soak): the table of docs/reliability.md (about 10 min)
+chaos: setup  ## fault injection (kill -9, outages, storms, soak): the table of docs/reliability.md (bounded loops; 28 min on a busy 2-core machine)
 	$(BIN)/python benchmarks/chaos.py --output docs/reliability.md
 
 clean:
