@@ -69,8 +69,8 @@ def write_doc(path: Path, text: str) -> None:
     path.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
 
 
-def run(selected: list[str], quick: bool, workdir: Path) -> list[Row]:
-    context = Context(workdir, quick)
+def run(selected: list[str], quick: bool, workdir: Path, soak_seconds: float | None = None) -> list[Row]:
+    context = Context(workdir, quick, soak_seconds)
     rows = []
     for name, scenario in SCENARIOS:
         if selected and name not in selected:
@@ -93,6 +93,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, help="write the table into this Markdown file, between its markers")
     parser.add_argument("--scenario", action="append", default=[],
                         choices=[name for name, _ in SCENARIOS], help="run only these (repeatable)")
+    parser.add_argument("--soak-seconds", type=float, help="the soak's time budget (default 420, quick 60)")
     parser.add_argument("--keep", action="store_true", help="keep the working directory (logs) for a look")
     return parser.parse_args(argv)
 
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="hybrid-chaos-"))
     try:
-        rows = run(args.scenario, args.quick, workdir)
+        rows = run(args.scenario, args.quick, workdir, args.soak_seconds)
     finally:
         if args.keep:
             print(f"chaos: working directory kept: {workdir}", file=sys.stderr)

@@ -74,6 +74,7 @@ class Row:
 class Context:
     workdir: Path
     quick: bool
+    soak_seconds: float | None = None  # the soak's time budget, when not its default
 
     def tries(self, full: int, quick: int) -> int:
         return quick if self.quick else full
@@ -560,6 +561,7 @@ def _unbounded(start: dict[str, float], end: dict[str, float], resources: int, k
 
 def soak(ctx: Context) -> Row:
     target, budget = (40, 60.0) if ctx.quick else (1000, 420.0)
+    budget = ctx.soak_seconds or budget
     row = Row(f"soak: {target} reconciles")
     with environment(ctx, "soak", "watches.yaml", "--max-workers", "4", "--max-concurrent-reconciles", "4") as env:
         helm = [f"t{i}" for i in range(6 if ctx.quick else 12)]
