@@ -2,9 +2,10 @@
 
 A :class:`ClusterProcess` and :class:`OperatorProcess` are started as a user starts them
 (``python -m hybrid_operator.cli cluster|run``), on 127.0.0.1 only, each in a session of its own so
-that a ``kill -9`` hits exactly the process meant. :class:`Api` reads and writes through the
-project's kubernetes client adapter; :func:`raw_create` goes around it for the durability test
-(what counts there is exactly the HTTP answer). Every wait is bounded by a deadline.
+that a ``kill -9`` hits exactly the process meant, and with a parent-death signal (SIGTERM), so
+that a suite that is killed (a CI timeout) leaves none of them running. :class:`Api` reads and
+writes through the project's kubernetes client adapter; :func:`raw_create` goes around it for the
+durability test (what counts there is exactly the HTTP answer). Every wait is bounded by a deadline.
 """
 
 from __future__ import annotations
@@ -169,7 +170,9 @@ class ClusterProcess:
                    str(self.port), "--data-dir", str(self.data_dir), "--kubeconfig", str(self.kubeconfig),
                    *self.extra]
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            # the preexec_fn only calls prctl(2) (writer threads may be running: the burst)
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                            preexec_fn=processes.parent_death_signal(signal.SIGTERM))  # noqa: PLW1509
         if wait_until(self.kubeconfig.exists, timeout, 0.05) is None:
             raise RuntimeError(f"the cluster did not start within {timeout}s (log: {self.log})")
 
@@ -225,7 +228,8 @@ class OperatorProcess:
         env = {**os.environ, "HOME": str(self.workdir / "home"), **self.env}
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                            cwd=self.watches.parent, start_new_session=True)
+                                            cwd=self.watches.parent, start_new_session=True,
+                                            preexec_fn=processes.parent_death_signal(signal.SIGTERM))  # noqa: PLW1509
 
     def started(self) -> bool:
         """Startup done (sweep included) and watching: the log line of this process's kopf start."""

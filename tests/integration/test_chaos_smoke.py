@@ -36,7 +36,7 @@ def test_the_quick_chaos_run_loses_and_duplicates_nothing(tmp_path: Path) -> Non
     document = tmp_path / "reliability.md"
     document.write_text("# figures\n\n<!-- chaos:begin -->\nold\n<!-- chaos:end -->\ntail\n")
     result = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--output", str(document)], check=False,
-                            capture_output=True, text=True, timeout=900, cwd=REPO)
+                            capture_output=True, text=True, timeout=1500, cwd=REPO)
     table = rows(result.stdout)
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-5000:]}"
     for scenario in SCENARIOS:
