@@ -99,7 +99,7 @@ def proxy(cluster: Cluster) -> Iterator[ProxyThread]:
 
 @pytest.fixture
 def namespace(cluster: Cluster) -> str:
-    name = f"proxy-{next(_names)}"
+    name = f"proxied-{next(_names)}"  # not "proxy-N": the module's own namespace is named so
     cluster.kubectl("create", "namespace", name)
     return name
 

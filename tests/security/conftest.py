@@ -28,3 +28,9 @@ def start_operator(tmp_path: Path) -> Iterator[StartOperator]:
     yield start
     for operator in started:
         operator.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(session_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+    """The session's server seen from namespace ``default``: an attacker's CR names the namespace everyone has."""
+    return session_cluster.view(tmp_path_factory.mktemp("security"), "default")
