@@ -12,7 +12,8 @@ ARGS ?=
 # so module fixtures (an operator process, a namespace) are shared as written. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 
-.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster clean manifests molecule dist
+.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster chaos clean \
+	manifests molecule dist
 
 setup: $(STAMP)
 
@@ -63,6 +64,9 @@ molecule: setup  ## every molecule/ scenario, each against its own embedded clus
 
 bench-cluster: setup
 	$(BIN)/python benchmarks/cluster_bench.py
+
+chaos: setup  ## fault injection (kill -9, outages, storms, soak): the table of docs/reliability.md (bounded loops; 28 min on a busy 2-core machine)
+	$(BIN)/python benchmarks/chaos.py --output docs/reliability.md
 
 clean:
 	rm -rf $(VENV) .hybrid .pytest_cache .mypy_cache .ruff_cache

@@ -6,7 +6,7 @@ purpose is one of these classes:
 * :class:`ConfigurationError` -- the operator cannot start (bad ``watches.yaml``, bad flags). It is
   fatal: the CLI prints it and exits with :data:`ConfigurationError.exit_code` (2).
 * :class:`TemporaryError` -- the reconcile should be retried, optionally after ``delay`` seconds
-  (API server unreachable, a conflict, a run that could not start).
+  (API server unreachable -- :class:`Unreachable` --, a conflict, a run that could not start).
 * :class:`PermanentError` -- retrying will not help until the object changes; the reconciler
   reports it as a ``Failure`` condition instead of retrying.
 
@@ -56,6 +56,14 @@ class TemporaryError(HybridOperatorError):
             raise ValueError(f"delay must not be negative, got {delay}")
         self.delay = delay
         super().__init__(message)
+
+
+class Unreachable(TemporaryError):
+    """The API server could not be reached at all (refused, reset, timed out, no route).
+
+    The client adapter logs an outage once when it starts and once when it ends, so the code that
+    merely retries does not log it again.
+    """
 
 
 class PermanentError(HybridOperatorError):

@@ -57,9 +57,28 @@ def _render(value: Any) -> str:
     return json.dumps(text) if (" " in text or "=" in text or not text) else text
 
 
+class KopfRetries(logging.Filter):
+    """kopf's "Request attempt #n failed; will retry" as DEBUG, not ERROR.
+
+    kopf logs every retried request of its watches at ERROR: with the API server away, four lines
+    a second. The outage itself is logged once by the client ("API server unreachable", then
+    "API server reachable again"); kopf's retries are details of it. The attempt that gives up
+    ("escalating") keeps its level.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (record.levelno == logging.ERROR and record.name.startswith("kopf")
+                and isinstance(record.msg, str) and record.msg.startswith("Request attempt")
+                and "failed; will retry" in record.msg):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
+        return True
+
+
 def configure(level: str = "info", fmt: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(KopfRetries())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

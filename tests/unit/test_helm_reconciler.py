@@ -24,6 +24,7 @@ from hybrid_operator.controller.dependents import ChildKind
 from hybrid_operator.controller.reconcile import Outcome
 from hybrid_operator.helm import values
 from hybrid_operator.helm.client import HelmError, HelmErrorKind, Release, ReleaseInfo, Revision
+from hybrid_operator.helm.ownership import OWNER_LABEL
 from hybrid_operator.helm.reconciler import FINALIZER, LEGACY_FINALIZER, HelmReconciler
 from hybrid_operator.helm.release import INPUTS_LABEL, inputs_label
 from support.fakes import FakeClock, FakeCluster, FakeHelmClient, Held, settle
@@ -37,6 +38,7 @@ INPUTS = values.inputs_digest(DIGEST, SPEC)
 OLD_INPUTS = "0" * 40
 DRY_RUN = FakeHelmClient.DRY_RUN
 P = "helm.sdk.operatorframework.io/"
+OWNER = "Memcached.cache.example.com"
 
 MANIFEST = """---
 # Source: memcached/templates/configmap.yaml
@@ -55,9 +57,16 @@ def not_found() -> HelmError:
 
 
 def info(revision: int, status: str = "deployed", inputs: str | None = OLD_INPUTS,
-         label_revision: int | None = None) -> ReleaseInfo:
+         label_revision: int | None = None, owner: str | None = OWNER) -> ReleaseInfo:
     labels = {INPUTS_LABEL: inputs_label(inputs, label_revision or revision)} if inputs else {}
+    if owner:
+        labels[OWNER_LABEL] = owner
     return ReleaseInfo("m", revision, status, labels=labels)
+
+
+def labels(inputs: str, revision: int) -> dict[str, str]:
+    """The labels of a revision the operator makes."""
+    return {INPUTS_LABEL: inputs_label(inputs, revision), OWNER_LABEL: OWNER}
 
 
 def rendered(manifest: str, revision: int = 2, status: str = "pending-upgrade", notes: str = "") -> Release:
@@ -148,7 +157,7 @@ async def test_install_adds_the_finalizer_first_and_writes_the_status_once(clust
     assert helm.called() == ["info", "install"]
     install = helm.calls[1].args
     assert install["values"] == SPEC and install["chart"] == Path("/charts/memcached")
-    assert install["options"].labels == {INPUTS_LABEL: inputs_label(INPUTS, 1)}
+    assert install["options"].labels == labels(INPUTS, 1)
     assert [w.verb for w in cluster.writes] == ["set_finalizer", "patch_status"]
     assert stored(cluster)["metadata"]["finalizers"] == [FINALIZER]
     assert conditions(cluster) == {"Initialized": ("True", "", ""),
@@ -181,10 +190,11 @@ async def test_a_render_error_on_install_is_reported_without_an_uninstall(cluste
 
 async def test_a_failed_install_is_uninstalled(cluster: FakeCluster, helm: FakeHelmClient) -> None:
     error = HelmError(HelmErrorKind.OTHER, 'namespaces "nowhere" not found', "install")
-    helm.script("info", not_found()).script("install", error).script("uninstall", True)
+    helm.script("info", not_found()).script("install", error).script("info", info(1, "failed"))
+    helm.script("uninstall", True)
     cr(cluster, finalizers=[FINALIZER])
     assert await make(cluster, helm).reconcile("ns", "m") == Outcome(failed=True)
-    assert helm.called() == ["info", "install", "uninstall"]
+    assert helm.called() == ["info", "install", "info", "uninstall"]
     assert conditions(cluster)["ReleaseFailed"][:2] == ("True", "InstallError")
 
 
@@ -211,7 +221,7 @@ async def test_changed_inputs_upgrade_with_the_next_revisions_label(cluster: Fak
     assert helm.calls[1].args["dry_run"] == "server"
     assert helm.calls[2].args["revision"] == 1
     options = helm.calls[3].args["options"]
-    assert options.labels == {INPUTS_LABEL: inputs_label(INPUTS, 2)} and options.force is True
+    assert options.labels == labels(INPUTS, 2) and options.force is True
     assert conditions(cluster)["Deployed"] == ("True", "UpgradeSuccessful", "upgraded notes")
     assert stored(cluster)["status"]["deployedRelease"]["manifest"] == NEW_MANIFEST
     assert len(cluster.status_patches()) == 1
@@ -477,7 +487,7 @@ async def test_a_failed_latest_revision_is_compared_with_the_last_deployed_one(c
     await make(cluster, helm).reconcile("ns", "m")
     assert helm.called() == ["info", "history", "info", DRY_RUN, "manifest", "upgrade"]
     assert helm.calls[2].args["revision"] == 2 and helm.calls[4].args["revision"] == 2
-    assert helm.calls[5].args["options"].labels == {INPUTS_LABEL: inputs_label(INPUTS, 4)}
+    assert helm.calls[5].args["options"].labels == labels(INPUTS, 4)
 
 
 # -- deletion -----------------------------------------------------------------------------------------
@@ -490,7 +500,7 @@ def deployed_status() -> dict[str, Any]:
 
 
 async def test_deletion_uninstalls_then_removes_the_finalizer(cluster: FakeCluster, helm: FakeHelmClient) -> None:
-    helm.script("uninstall", True)
+    helm.script("info", info(1)).script("uninstall", True)
     cr(cluster, finalizers=[FINALIZER], status=deployed_status(), deleting=True)
     reconciler = make(cluster, helm)
     patches: list[dict[str, Any]] = []
@@ -502,7 +512,7 @@ async def test_deletion_uninstalls_then_removes_the_finalizer(cluster: FakeClust
 
     cluster.patch_status = spy  # type: ignore[method-assign]
     assert await reconciler.reconcile("ns", "m") == Outcome()
-    assert helm.called() == ["uninstall"]
+    assert helm.called() == ["info", "uninstall"]
     assert [w.verb for w in cluster.writes] == ["patch_status", "set_finalizer"]
     status = patches[0]["status"]
     assert status["deployedRelease"] is None
@@ -511,6 +521,7 @@ async def test_deletion_uninstalls_then_removes_the_finalizer(cluster: FakeClust
 
 
 async def test_a_failed_uninstall_keeps_the_finalizer(cluster: FakeCluster, helm: FakeHelmClient) -> None:
+    helm.script("info", info(1))
     helm.script("uninstall", HelmError(HelmErrorKind.OTHER, "uninstall: failed to delete", "uninstall"))
     cr(cluster, finalizers=[FINALIZER], status=deployed_status(), deleting=True)
     assert await make(cluster, helm).reconcile("ns", "m") == Outcome(failed=True)
@@ -526,7 +537,7 @@ async def test_deletion_without_our_finalizer_does_nothing(cluster: FakeCluster,
 
 async def test_uninstall_wait_keeps_the_finalizer_until_the_objects_are_gone(cluster: FakeCluster,
                                                                             helm: FakeHelmClient) -> None:
-    helm.script("uninstall", True)
+    helm.script("info", info(1)).script("uninstall", True)
     cr(cluster, finalizers=[FINALIZER], status=deployed_status(), deleting=True,
        annotations={P + "uninstall-wait": "true"})
     config_map(cluster)
@@ -539,7 +550,7 @@ async def test_uninstall_wait_keeps_the_finalizer_until_the_objects_are_gone(clu
     assert stored(cluster)["status"]["deployedRelease"]["name"] == "m", "kept while waiting"
 
     del cluster.objects[("", "ConfigMap", "ns", "m-config")]
-    helm.script("uninstall", False)
+    helm.script("info", not_found())
     assert await reconciler.reconcile("ns", "m") == Outcome()
     assert cluster.stored("Memcached", "ns", "m") is None
 

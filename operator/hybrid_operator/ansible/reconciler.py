@@ -101,8 +101,9 @@ class AnsibleReconciler:
             ref = await asyncio.to_thread(self.cluster.resolve, gvk.group, gvk.version, gvk.kind)
             obj = await asyncio.to_thread(self.cluster.get, ref, namespace, name)
         except errors.TemporaryError as exc:
-            log.warning("reconcile deferred", extra={"kind": gvk.kind, "namespace": namespace, "cr": name,
-                                                     "error": str(exc)})
+            if not isinstance(exc, errors.Unreachable):  # an outage is logged once, by the client
+                log.warning("reconcile deferred", extra={"kind": gvk.kind, "namespace": namespace, "cr": name,
+                                                         "error": str(exc)})
             return Outcome(failed=True, retry_after=exc.delay)
         if obj is None:
             stub = {"apiVersion": gvk.api_version, "kind": gvk.kind, "metadata": {"namespace": namespace, "name": name}}

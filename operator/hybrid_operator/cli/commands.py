@@ -39,6 +39,10 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="append one JSON line per resource request (verb, group, resource, namespace, name, "
                              "user agent) to this file")
     parser.add_argument("--watch-history", type=int, default=20000, help=argparse.SUPPRESS)
+    parser.add_argument("--watch-history-bytes", type=int, default=64 * 1024 * 1024, help=argparse.SUPPRESS)
+    parser.add_argument("--event-ttl", type=_duration, default=timedelta(hours=1),
+                        help="delete an Event not written for this long, as kube-apiserver's --event-ttl "
+                             "(Go duration, default 1h; 0 keeps Events forever)")
 
 
 def _check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -245,6 +249,8 @@ def run_cluster(args: argparse.Namespace) -> int:
         bookmark_interval=args.bookmark_interval,
         audit_log=args.audit_log,
         watch_history=args.watch_history,
+        watch_history_bytes=args.watch_history_bytes,
+        event_ttl=args.event_ttl.total_seconds(),
     )
     try:
         asyncio.run(server.serve_forever(options))

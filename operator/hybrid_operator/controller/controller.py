@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hybrid_operator import errors
 from hybrid_operator.config.model import AnsibleWatch, HelmWatch, Watch
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.controller import dependents, predicates, triggers
@@ -170,6 +171,11 @@ class Controller:
         started = time.monotonic()
         try:
             outcome = await self.reconciler.reconcile(key[0], key[1])
+        except errors.TemporaryError as exc:  # the API went away mid-reconcile, a conflict: retry, no traceback
+            if not isinstance(exc, errors.Unreachable):  # an outage is logged once, by the client
+                log.warning("reconcile deferred", extra={"kind": self.watch.gvk.kind, "namespace": key[0],
+                                                         "cr": key[1], "error": str(exc)})
+            outcome = Outcome(failed=True, retry_after=exc.delay)
         except Exception:
             log.exception("reconcile crashed", extra={"kind": self.watch.gvk.kind, "namespace": key[0],
                                                        "cr": key[1]})

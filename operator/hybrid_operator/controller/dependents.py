@@ -15,7 +15,6 @@ everything afresh.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -82,20 +81,51 @@ HELM_RELEASE_NAME = "meta.helm.sh/release-name"
 HELM_RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
 
 
-def owners_of(obj: dict[str, Any], owner_kinds: set[OwnerKind],
-              helm_kinds: Collection[OwnerKind] = ()) -> list[tuple[OwnerKind, str, str]]:
+class ReleaseOwners:
+    """Which Helm kind made each release (namespace, release name), as its reconciler found out.
+
+    Two Helm kinds may each have a resource named like one release; only the kind whose chart made
+    it may be brought back by its objects (the other one's resource merely reports the collision).
+    A release nobody claimed yet maps to no kind: every resource is reconciled once at startup, and
+    its reconciler records the release before the dependent watches matter.
+    """
+
+    def __init__(self) -> None:
+        self._owners: dict[tuple[str, str], OwnerKind] = {}
+
+    def record(self, namespace: str, release: str, owner: OwnerKind) -> None:
+        self._owners[(namespace, release)] = owner
+
+    def forget(self, namespace: str, release: str, owner: OwnerKind) -> None:
+        """``owner`` no longer has the release (uninstalled, or found to be someone else's)."""
+        if self._owners.get((namespace, release)) == owner:
+            del self._owners[(namespace, release)]
+
+    def owner(self, namespace: str, release: str) -> OwnerKind | None:
+        return self._owners.get((namespace, release))
+
+
+def owners_of(obj: dict[str, Any], owner_kinds: set[OwnerKind], helm_kinds: Collection[OwnerKind] = (),
+              releases: ReleaseOwners | None = None) -> list[tuple[OwnerKind, str, str]]:
     """The watched owners an object points at: (owner kind, namespace, name).
 
     Through ``ownerReferences``, the SDK's ``operator-sdk/primary-resource*`` annotations, and, for
-    Helm kinds, the annotations helm puts on every object it applies (release name = resource name).
+    Helm kinds, the annotations helm puts on every object it applies (release name = resource name):
+    with ``releases``, only to the kind that made the release; without, to every Helm kind.
     """
     meta = objects.meta(obj)
     found: list[tuple[OwnerKind, str, str]] = []
     helm_annotations = meta.get("annotations") or {}
     release = helm_annotations.get(HELM_RELEASE_NAME)
     if release:
-        for owner_kind in sorted(helm_kinds):
-            found.append((owner_kind, str(helm_annotations.get(HELM_RELEASE_NAMESPACE) or ""), str(release)))
+        release_namespace = str(helm_annotations.get(HELM_RELEASE_NAMESPACE) or "")
+        if releases is None:
+            kinds = sorted(helm_kinds)
+        else:
+            made_by = releases.owner(release_namespace, str(release))
+            kinds = [made_by] if made_by is not None and made_by in helm_kinds else []
+        for owner_kind in kinds:
+            found.append((owner_kind, release_namespace, str(release)))
     for ref in meta.get("ownerReferences") or []:
         group = str(ref.get("apiVersion", "")).rpartition("/")[0]
         key = (group, str(ref.get("kind", "")))
@@ -120,6 +150,7 @@ class _Watch:
     enqueue: Enqueue
     owners: set[OwnerKind] = field(default_factory=set)
     helm_owners: set[OwnerKind] = field(default_factory=set)
+    releases: ReleaseOwners | None = None
     task: asyncio.Task[None] | None = None
     essences: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -137,7 +168,7 @@ class _Watch:
             self.essences[key] = current
         if event_type == "ADDED" or (event_type == "MODIFIED" and previous == current):
             return
-        for owner_kind, namespace, name in owners_of(obj, self.owners, self.helm_owners):
+        for owner_kind, namespace, name in owners_of(obj, self.owners, self.helm_owners, self.releases):
             log.info("dependent changed", extra={"child": f"{self.child.kind}/{key[1]}", "event": event_type,
                                                  "owner": f"{owner_kind[1]}/{name}"})
             self.enqueue(owner_kind, namespace, name)
@@ -146,12 +177,16 @@ class _Watch:
 class DependentWatches:
     """One watch per child kind; events re-enqueue the owners that asked for them."""
 
-    def __init__(self, cluster: ClusterClient, enqueue: Enqueue, namespaces: tuple[str, ...] = ()) -> None:
+    def __init__(self, cluster: ClusterClient, enqueue: Enqueue, namespaces: tuple[str, ...] = (),
+                 health: informer.Health | None = None) -> None:
         self.cluster = cluster
         self.enqueue = enqueue
         self.namespaces = namespaces
+        self.health = health
         self._watches: dict[ChildKind, _Watch] = {}
         self._closed = False
+        #: which Helm kind made each release (filled by the Helm reconcilers)
+        self.releases = ReleaseOwners()
 
     def watched(self) -> dict[ChildKind, set[OwnerKind]]:
         return {kind: set(w.owners) for kind, w in self._watches.items()}
@@ -166,11 +201,11 @@ class DependentWatches:
             if helm:
                 existing.helm_owners.add(owner)
             return False
-        watch = _Watch(child, self.enqueue, {owner}, {owner} if helm else set())
+        watch = _Watch(child, self.enqueue, {owner}, {owner} if helm else set(), self.releases)
         self._watches[child] = watch
         watch.task = asyncio.get_running_loop().create_task(
             informer.follow(self.cluster, (child.group, child.version, child.kind), self.namespaces, watch,
-                            what=f"dependents {kind_text(child)}"))
+                            what=f"dependents {kind_text(child)}", health=self.health))
         log.info("dependent watch started", extra={"child": kind_text(child), "owner": "/".join(owner)})
         return True
 
@@ -179,7 +214,5 @@ class DependentWatches:
         for watch in self._watches.values():
             if watch.task is not None:
                 watch.task.cancel()
-        for watch in self._watches.values():
-            if watch.task is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watch.task
+        await asyncio.gather(*(w.task for w in self._watches.values() if w.task is not None),
+                             return_exceptions=True)

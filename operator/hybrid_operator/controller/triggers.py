@@ -14,7 +14,6 @@ call of its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -135,9 +134,11 @@ class _Follower:
 class RelatedWatches:
     """One watch per related kind, feeding every trigger index that refers to it."""
 
-    def __init__(self, cluster: ClusterClient, namespaces: tuple[str, ...] = ()) -> None:
+    def __init__(self, cluster: ClusterClient, namespaces: tuple[str, ...] = (),
+                 health: informer.Health | None = None) -> None:
         self.cluster = cluster
         self.namespaces = namespaces
+        self.health = health
         self._followers: dict[GroupVersionKind, _Follower] = {}
 
     def add(self, index: TriggerIndex) -> None:
@@ -149,14 +150,15 @@ class RelatedWatches:
         for follower in self._followers.values():
             gvk = follower.gvk
             follower.task = loop.create_task(informer.follow(
-                self.cluster, (gvk.group, gvk.version, gvk.kind), self.namespaces, follower, what=f"related {gvk}"))
+                self.cluster, (gvk.group, gvk.version, gvk.kind), self.namespaces, follower, what=f"related {gvk}",
+                health=self.health))
 
     async def close(self) -> None:
         for follower in self._followers.values():
             if follower.task is not None:
                 follower.task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await follower.task
+        await asyncio.gather(*(f.task for f in self._followers.values() if f.task is not None),
+                             return_exceptions=True)
 
 
 def related_objects(cluster: ClusterClient, cr: dict[str, Any], triggers: Iterable[Trigger]) -> dict[str, Any]:

@@ -12,8 +12,13 @@ install/upgrade/rollback builders emit flags Helm v4 rejects or deprecates (``--
 server-side apply, bare ``--dry-run``, ``--recreate-pods``); all that was left of it was the
 ``history`` parser, one ``json.loads``. It is no longer a dependency.
 
-Errors are classified from helm's stderr into :class:`HelmErrorKind` (release not found, another
-operation in progress, cluster unreachable, render error, timeout, other).
+Errors are classified from helm's stderr into :class:`HelmErrorKind` (release not found, already
+exists, another operation in progress, cluster unreachable, render error, timeout, other).
+
+helm runs in a session of its own (a terminal's Ctrl-C reaches only the operator, which stops helm
+itself: SIGTERM, so helm marks the release failed rather than pending) and gets a parent-death
+signal (:func:`hybrid_operator.processes.parent_death_signal`, SIGKILL): a helm process never
+outlives a ``kill -9`` of its operator to race the next one for the same release.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any, Literal
 
 import yaml
 
-from hybrid_operator import errors
+from hybrid_operator import errors, processes
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +54,7 @@ class HelmErrorKind(enum.Enum):
     """What went wrong, as far as the caller's next step is concerned."""
 
     NOT_FOUND = "release not found"
+    EXISTS = "release already exists"
     IN_PROGRESS = "another operation in progress"
     UNREACHABLE = "cluster unreachable"
     RENDER = "render error"
@@ -82,6 +88,8 @@ def classify(stderr: str) -> HelmErrorKind:
         return HelmErrorKind.UNREACHABLE
     if "release: not found" in text or "has no deployed releases" in text:
         return HelmErrorKind.NOT_FOUND
+    if "cannot re-use a name that is still in use" in text or "cannot reuse a name that is still in use" in text:
+        return HelmErrorKind.EXISTS
     if any(marker in text for marker in _RENDER_MARKERS):
         return HelmErrorKind.RENDER
     return HelmErrorKind.OTHER
@@ -173,7 +181,7 @@ class _Helm:
         process = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(self.env),
-            start_new_session=True)
+            start_new_session=True, preexec_fn=processes.parent_death_signal())
         try:
             stdout, stderr = await asyncio.wait_for(process.communicate(input), self.deadline)
         except TimeoutError:

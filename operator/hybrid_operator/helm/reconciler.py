@@ -24,6 +24,11 @@ Deletion uninstalls the release behind the ``uninstall-release`` finalizer (the 
 ``uninstall-helm-release`` is honoured); with ``uninstall-wait`` the finalizer stays until every
 manifest object is gone.
 
+Only releases this kind made are ever changed (:mod:`hybrid_operator.helm.ownership`): a release of
+the same name made by another kind or by hand is reported (``Irreconcilable``, naming its owner),
+never upgraded, recovered or uninstalled, and deleting the resource leaves it in place. An install
+that finds the release already made (by a helm process that raced this one) reads the state again.
+
 Every path ends in a :class:`Verdict` (the whole status change, the Events, the outcome), and
 :meth:`HelmReconciler._conclude` applies it: the status is written once per reconcile, and only when
 it changed.
@@ -34,18 +39,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from hybrid_operator import clock, errors
 from hybrid_operator.config.model import HelmWatch
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.controller import conditions
-from hybrid_operator.controller.dependents import ChildKind
+from hybrid_operator.controller.dependents import ChildKind, ReleaseOwners
 from hybrid_operator.controller.metrics import OperatorMetrics
 from hybrid_operator.controller.reconcile import Outcome, RunCancel
-from hybrid_operator.helm import release, status, values
+from hybrid_operator.helm import ownership, release, status, values, verdict
 from hybrid_operator.helm.annotations import (
     FINALIZER,
     LEGACY_FINALIZER,
@@ -54,7 +59,15 @@ from hybrid_operator.helm.annotations import (
     HelmOptions,
     helm_options,
 )
-from hybrid_operator.helm.client import DEPLOYED, ActionOptions, HelmClient, HelmError, HelmErrorKind, Release
+from hybrid_operator.helm.client import (
+    DEPLOYED,
+    ActionOptions,
+    HelmClient,
+    HelmError,
+    HelmErrorKind,
+    Release,
+    ReleaseInfo,
+)
 from hybrid_operator.helm.manifests import (
     FIELD_MANAGER,
     KEEP_POLICY,
@@ -63,6 +76,7 @@ from hybrid_operator.helm.manifests import (
     with_helm_ownership,
 )
 from hybrid_operator.helm.release import INPUTS_LABEL, Phase, ReleaseState, inputs_label
+from hybrid_operator.helm.verdict import Job, StatusChange, Verdict
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
 
@@ -76,72 +90,9 @@ REASON_SAME_INPUTS = "SameInputsDifferentManifest"
 EVENT_OVERRIDE = "OverrideValuesInUse"
 EVENT_RECOVERED = "ReleaseRecovered"
 EVENT_DRIFT = "DriftRepaired"
+EVENT_NOT_OURS = "ReleaseNotOwned"
+FAILED = "failed"
 UNINSTALL_WAIT_POLL = 1.0
-
-StatusChange = Callable[[dict[str, Any] | None], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """How one reconcile ends; :meth:`HelmReconciler._conclude` applies it, in this order:
-
-    one status write (``status``, computed from the status as it is then), the ``events``, the
-    dependent kinds of ``manifest``, the removal of ``release_finalizers``, a "run finished" log
-    line when ``result`` is set, and ``outcome`` for the controller.
-    """
-
-    outcome: Outcome
-    result: str | None = None
-    status: StatusChange | None = None
-    events: tuple[tuple[str, str, str], ...] = ()
-    manifest: str | None = None
-    release_finalizers: tuple[str, ...] = ()
-    #: key/values of the "run finished" log line (revision, error)
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-
-class _DryRunFailed(Exception):
-    """The candidate (dry-run upgrade) or the deployed manifest could not be had."""
-
-    def __init__(self, error: HelmError) -> None:
-        self.error = error
-        super().__init__(error.message)
-
-
-def _comparison_failed(error: BaseException) -> BaseException:
-    """A helm failure of the dry-run or the manifest read as :class:`_DryRunFailed`; anything else as is."""
-    if not isinstance(error, HelmError):
-        return error
-    failed = _DryRunFailed(error)
-    failed.__cause__ = error
-    return failed
-
-
-@dataclass
-class Job:
-    """One reconcile of one CR: the object as last read or written, and its options."""
-
-    ref: ResourceRef
-    obj: dict[str, Any]
-    options: HelmOptions
-    started: float
-
-    @property
-    def name(self) -> str:
-        return objects.name(self.obj)
-
-    @property
-    def namespace(self) -> str:
-        return objects.namespace(self.obj) or "default"
-
-    @property
-    def generation(self) -> int | None:
-        value = objects.meta(self.obj).get("generation")
-        return value if isinstance(value, int) else None
-
-    def requeue(self) -> Outcome:
-        seconds = self.options.period.total_seconds()
-        return Outcome(requeue_after=seconds if seconds > 0 else None)
 
 
 class HelmReconciler:
@@ -149,7 +100,7 @@ class HelmReconciler:
 
     def __init__(self, watch: HelmWatch, cluster: ClusterClient, helm: HelmClient, settings: Settings,
                  slots: asyncio.Semaphore, chart_digest: str, *, metrics: OperatorMetrics | None = None,
-                 cancel: RunCancel | None = None) -> None:
+                 cancel: RunCancel | None = None, chart_name: str = "") -> None:
         self.watch = watch
         self.cluster = cluster
         self.helm = helm
@@ -158,6 +109,11 @@ class HelmReconciler:
         self.chart_digest = chart_digest
         self.metrics = metrics
         self.cancel = cancel or RunCancel()
+        self.chart_name = chart_name
+        #: the owner label's value on every release this kind makes
+        self.owner = ownership.owner_value(watch.gvk)
+        #: where the releases this kind made are recorded (dependents map children to their maker)
+        self.releases: ReleaseOwners | None = None
         self._wait_manifests: dict[tuple[str, str], str] = {}
         #: called with the resource and the kinds of its deployed manifest (dependent watches).
         self.on_children: Callable[[dict[str, Any], set[ChildKind]], Awaitable[None]] | None = None
@@ -183,7 +139,8 @@ class HelmReconciler:
             async with self.slots:
                 return await self._conclude(job, await self._cancellable(job))
         except errors.TemporaryError as exc:
-            self._log("reconcile deferred", namespace, name, error=str(exc))
+            if not isinstance(exc, errors.Unreachable):  # an outage is logged once, by the client
+                self._log("reconcile deferred", namespace, name, error=str(exc))
             return Outcome(failed=True, retry_after=exc.delay)
 
     async def _cancellable(self, job: Job) -> Verdict:
@@ -222,16 +179,30 @@ class HelmReconciler:
         except values.ValuePathError as exc:
             return self._irreconcilable(job, f"overrideValues: {exc}")
         inputs = values.inputs_digest(self.chart_digest, composed.values)
+        return await self._act(job, composed, inputs)
+
+    async def _act(self, job: Job, composed: values.ComposedValues, inputs: str, *, again: bool = True) -> Verdict:
+        """Read the release's state, then do what it needs (install, upgrade or repair)."""
         try:
             state = await self._settled_state(job, composed, inputs)
-        except _DryRunFailed as exc:
+        except verdict.Foreign as exc:
+            self._disown(job)
+            return self._irreconcilable(job, str(exc))
+        except verdict.DryRunFailed as exc:
             if exc.error.kind is HelmErrorKind.RENDER:
                 return self._release_failed(job, status.REASON_UPGRADE_ERROR, exc.error.message)
             return self._irreconcilable(job, f"dry-run upgrade of release {job.name} failed: {exc.error.message}")
         except HelmError as exc:
             return self._irreconcilable(job, f"cannot read the state of release {job.name}: {exc.message}")
         if state.phase is Phase.NEEDS_INSTALL:
-            return await self._install(job, composed, inputs)
+            try:
+                return await self._install(job, composed, inputs)
+            except verdict.AlreadyExists as exc:
+                if again:  # made meanwhile (by a helm process that raced ours): read the state again
+                    self._log("release appeared during the install; reading its state again", job.namespace,
+                              job.name)
+                    return await self._act(job, composed, inputs, again=False)
+                return self._irreconcilable(job, f"cannot install release {job.name}: {exc}")
         if state.phase is Phase.NEEDS_UPGRADE:
             return await self._upgrade(job, composed, inputs, state)
         return await self._repair(job, state)
@@ -239,7 +210,8 @@ class HelmReconciler:
     async def _settled_state(self, job: Job, composed: values.ComposedValues, inputs: str) -> ReleaseState:
         """The release's state once an interrupted operation is recovered and a failed install removed.
 
-        Raises HelmError when helm cannot say, :class:`_DryRunFailed` when the candidate cannot be had.
+        Raises HelmError when helm cannot say, :class:`verdict.DryRunFailed` when the candidate cannot be had,
+        :class:`verdict.Foreign` when the release is not ours (before anything touched it).
         """
         state = await self._observe(job, composed, inputs)
         if state.phase is Phase.PENDING:
@@ -253,12 +225,9 @@ class HelmReconciler:
 
     async def _observe(self, job: Job, composed: values.ComposedValues, inputs: str) -> ReleaseState:
         """Ask helm what it knows of the release (and render the candidate when there is one to compare)."""
-        try:
-            latest = await self.helm.info(job.name, job.namespace)
-        except HelmError as exc:
-            if exc.kind is not HelmErrorKind.NOT_FOUND:
-                raise
-            latest = None
+        latest = await self._latest(job)
+        if latest is not None:
+            self._check_ours(latest)
         history = [] if latest is None or latest.status == DEPLOYED else \
             await self.helm.history(job.name, job.namespace)
         revision = release.comparable_revision(latest, history)
@@ -282,9 +251,9 @@ class HelmReconciler:
             self.helm.manifest(job.name, job.namespace, revision),
             return_exceptions=True)
         if isinstance(candidate, BaseException):
-            raise _comparison_failed(candidate)
+            raise verdict.comparison_failed(candidate)
         if isinstance(manifest, BaseException):
-            raise _comparison_failed(manifest)
+            raise verdict.comparison_failed(manifest)
         return candidate, manifest
 
     async def _recover(self, job: Job, state: ReleaseState, composed: values.ComposedValues,
@@ -312,12 +281,14 @@ class HelmReconciler:
         await self._post_overrides(job, composed)
         options = job.options.install
         options = ActionOptions(no_hooks=options.no_hooks, description=options.description,
-                                labels={INPUTS_LABEL: inputs_label(inputs, 1)})
+                                labels={INPUTS_LABEL: inputs_label(inputs, 1), ownership.OWNER_LABEL: self.owner})
         try:
             installed = await self.helm.install(job.name, job.namespace, self.watch.chart, composed.values, options)
         except HelmError as exc:
+            if exc.kind is HelmErrorKind.EXISTS:
+                raise verdict.AlreadyExists(exc.message) from exc
             if exc.kind is not HelmErrorKind.RENDER:
-                await self._uninstall_quietly(job)
+                await self._remove_failed_install(job)
             return self._release_failed(job, status.REASON_INSTALL_ERROR, exc.message)
         return self._deployed(job, installed.manifest, installed.notes, status.REASON_INSTALL_SUCCESSFUL,
                               "installed", installed.revision)
@@ -326,7 +297,8 @@ class HelmReconciler:
         await self._post_overrides(job, composed)
         wanted = job.options.upgrade
         options = ActionOptions(no_hooks=wanted.no_hooks, description=wanted.description, force=wanted.force,
-                                labels={INPUTS_LABEL: inputs_label(inputs, state.latest_revision + 1)})
+                                labels={INPUTS_LABEL: inputs_label(inputs, state.latest_revision + 1),
+                                        ownership.OWNER_LABEL: self.owner})
         try:
             upgraded = await self.helm.upgrade(job.name, job.namespace, self.watch.chart, composed.values, options)
         except HelmError as exc:
@@ -349,11 +321,17 @@ class HelmReconciler:
             return f"; rollback to revision {target} failed too: {exc.message}"
         return f"; rolled back to revision {target}"
 
-    async def _uninstall_quietly(self, job: Job) -> None:
+    async def _remove_failed_install(self, job: Job) -> None:
+        """Uninstall what a failed install left: only a ``failed`` release of ours (a release another
+        helm process deployed or is still installing meanwhile is not ours to remove)."""
         try:
+            latest = await self.helm.info(job.name, job.namespace)
+            if latest.status != FAILED or ownership.claim(latest, self.owner, self.chart_name) is not None:
+                return
             await self.helm.uninstall(job.name, job.namespace)
         except HelmError as exc:
-            self._log("could not uninstall a failed install", job.namespace, job.name, error=exc.message)
+            if exc.kind is not HelmErrorKind.NOT_FOUND:
+                self._log("could not uninstall a failed install", job.namespace, job.name, error=exc.message)
 
     async def _repair(self, job: Job, state: ReleaseState) -> Verdict:
         comparison = state.comparison
@@ -406,11 +384,20 @@ class HelmReconciler:
             return Verdict(Outcome())
         key = (job.namespace, job.name)
         wait = job.options.uninstall_wait
-        manifest = await self._manifest_to_wait_for(job) if wait else ""
         try:
-            await self.helm.uninstall(job.name, job.namespace, job.options.uninstall)
+            latest = await self._latest(job)
+            refusal = None if latest is None else ownership.claim(latest, self.owner, self.chart_name)
+            if refusal is not None:
+                message = f"release {job.name} was left in place: {refusal}"
+                self._log("release not ours, not uninstalled", job.namespace, job.name, error=refusal)
+                return Verdict(Outcome(), "not owned", events=(("Warning", EVENT_NOT_OURS, message),),
+                               release_finalizers=ours)
+            manifest = await self._manifest_to_wait_for(job) if wait else ""
+            if latest is not None:
+                await self.helm.uninstall(job.name, job.namespace, job.options.uninstall)
         except HelmError as exc:
             return self._release_failed(job, status.REASON_UNINSTALL_ERROR, exc.message)
+        self._disown(job)
 
         def uninstalled(old: dict[str, Any] | None) -> dict[str, Any]:
             return status.uninstalled(old, clock.now(), keep_deployed_release=wait)
@@ -424,6 +411,24 @@ class HelmReconciler:
                 return Verdict(Outcome(requeue_after=UNINSTALL_WAIT_POLL), status=uninstalled)
         self._wait_manifests.pop(key, None)
         return Verdict(Outcome(), "uninstalled", uninstalled, release_finalizers=ours)
+
+    async def _latest(self, job: Job) -> ReleaseInfo | None:
+        """The newest revision of the release of this name, None when there is none."""
+        try:
+            return await self.helm.info(job.name, job.namespace)
+        except HelmError as exc:
+            if exc.kind is HelmErrorKind.NOT_FOUND:
+                return None
+            raise
+
+    def _check_ours(self, latest: ReleaseInfo) -> None:
+        refusal = ownership.claim(latest, self.owner, self.chart_name)
+        if refusal is not None:
+            raise verdict.Foreign(refusal)
+
+    def _disown(self, job: Job) -> None:
+        if self.releases is not None:
+            self.releases.forget(job.namespace, job.name, (self.watch.gvk.group, self.watch.gvk.kind))
 
     async def _manifest_to_wait_for(self, job: Job) -> str:
         deployed_release = (job.obj.get("status") or {}).get(status.DEPLOYED_RELEASE) or {}
@@ -457,6 +462,8 @@ class HelmReconciler:
     def _deployed(self, job: Job, manifest: str, notes: str, reason: str, result: str, revision: int,
                   nondeterministic: bool = False) -> Verdict:
         digest = self.settings.helm_manifest_digest
+        if self.releases is not None:
+            self.releases.record(job.namespace, job.name, (self.watch.gvk.group, self.watch.gvk.kind))
 
         def compute(old: dict[str, Any] | None) -> dict[str, Any]:
             now = clock.now()

@@ -7,6 +7,11 @@ precondition, posting Events, finding a kind's plural and scope by discovery,
 server-side apply and delete of arbitrary objects (Helm drift repair), and
 writing the kubeconfig Ansible and helm runs use.  Calls are synchronous (the
 kubernetes client is); callers run them off the event loop.
+
+A call that cannot reach the API server at all (refused, reset, timed out) raises
+:class:`hybrid_operator.errors.Unreachable`. The outage is logged here, once when it starts ("API
+server unreachable") and once when a call succeeds again ("API server reachable again"), so the
+callers, which only retry, do not log every attempt.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import logging
 import os
 import ssl
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -33,11 +39,19 @@ from kubernetes.client.exceptions import ApiException
 from hybrid_operator import __version__, clock, errors
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.connection import Connection
+from hybrid_operator.kube.events import EventCorrelator, Posted
 
 log = logging.getLogger(__name__)
+# urllib3 warns on every connection retry; an outage is logged once here instead (Outage)
+logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 JSON = "application/json"
+#: kube-apiserver refuses request bodies above 3 MiB, so no stored object is larger
+MAX_OBJECT_BYTES = 3 * 1024 * 1024
+#: the longest watch event line read: an object's JSON may be larger than the body that stored it
+#: (defaults, managedFields), so twice the largest object; a longer line ends the watch with an error
+MAX_WATCH_LINE = 2 * MAX_OBJECT_BYTES
 
 
 @dataclass(frozen=True)
@@ -63,16 +77,49 @@ class ResourceRef:
         return path
 
 
+class Outage:
+    """Whether the API server is unreachable now; logs the start and the end of each outage once."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self._since: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def ongoing(self) -> bool:
+        return self._since is not None
+
+    def failed(self, error: str) -> None:
+        with self._lock:
+            if self._since is not None:
+                return
+            self._since = time.monotonic()
+        log.warning("API server unreachable", extra={"server": self.server, "error": error})
+
+    def answered(self) -> None:
+        if self._since is None:
+            return
+        with self._lock:
+            since, self._since = self._since, None
+        if since is not None:
+            log.info("API server reachable again", extra={"server": self.server,
+                                                           "outage_seconds": round(time.monotonic() - since, 1)})
+
+
 class ClusterClient:
     """Thin, typed access to the API server through the kubernetes client."""
 
-    def __init__(self, kubeconfig: Path | None, user_agent: str = f"hybrid-operator/{__version__}") -> None:
+    def __init__(self, kubeconfig: Path | None, user_agent: str = f"hybrid-operator/{__version__}",
+                 temp_dir: Path | None = None) -> None:
+        """``temp_dir``: where the kubernetes client writes the CA and client key data of the kubeconfig
+        (default: the system's temporary directory); it removes them only at a normal exit."""
         self.kubeconfig = kubeconfig
         configuration = kubernetes.client.Configuration()
         try:
             if kubeconfig is not None:
                 kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-                    config_file=str(kubeconfig), client_configuration=configuration)
+                    config_file=str(kubeconfig), client_configuration=configuration,
+                    temp_file_path=str(temp_dir) if temp_dir is not None else None)
             else:
                 kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
                     client_configuration=configuration)
@@ -86,6 +133,8 @@ class ClusterClient:
         self._api.user_agent = user_agent
         self._refs: dict[tuple[str, str, str], ResourceRef] = {}
         self._lock = threading.Lock()
+        self.outage = Outage(str(configuration.host))
+        self.events = EventCorrelator()
 
     # -- raw calls ---------------------------------------------------------------
 
@@ -96,15 +145,24 @@ class ClusterClient:
 
     def _call(self, method: str, path: str, body: Any = None, content_type: str = JSON,
               query: list[tuple[str, str]] | None = None, timeout: float = 60) -> tuple[int, Any]:
-        """One API call; returns the HTTP status and the decoded JSON answer. Raises ApiException."""
+        """One API call; returns the HTTP status and the decoded JSON answer.
+
+        Raises ApiException for an answer other than 2xx, :class:`errors.Unreachable` for no answer.
+        """
         headers = {"Accept": JSON, "Content-Type": content_type}
         method, url, headers, payload, post = self._api.param_serialize(
             method=method, resource_path=path, query_params=query or [], header_params=headers, body=body,
             auth_settings=["BearerToken"],
         )
-        response = self._api.call_api(method, url, header_params=headers, body=payload, post_params=post,
-                                      _request_timeout=timeout)
-        response.read()  # type: ignore[no-untyped-call]
+        try:
+            response = self._api.call_api(method, url, header_params=headers, body=payload, post_params=post,
+                                          _request_timeout=timeout)
+            response.read()  # type: ignore[no-untyped-call]
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            reason = _connection_error(exc)
+            self.outage.failed(reason)
+            raise errors.Unreachable(f"API server unreachable ({method} {path}): {reason}", delay=2) from exc
+        self.outage.answered()
         if not 200 <= int(response.status) < 300:
             raise ApiException(http_resp=response)
         data = response.data
@@ -217,7 +275,9 @@ class ClusterClient:
                     timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
         """Watch events of a kind from ``resource_version`` until the server closes the stream.
 
-        Async (aiohttp) so that cancelling the consumer closes the connection at once.
+        Async (aiohttp) so that cancelling the consumer closes the connection at once. Lines are
+        split here, not by aiohttp (whose line reader fails on lines over 512 KiB: a big ConfigMap
+        is valid in Kubernetes), up to :data:`MAX_WATCH_LINE` bytes.
         """
         conn = self.connection()
         context = ssl.create_default_context()
@@ -236,13 +296,18 @@ class ClusterClient:
             params["resourceVersion"] = resource_version
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_seconds + 30)
         url = conn.server.rstrip("/") + ref.path(namespace)
-        async with aiohttp.ClientSession(timeout=timeout) as session, \
-                session.get(url, params=params, headers=headers, ssl=context) as response:
-            if response.status != 200:
-                raise errors.TemporaryError(f"watch of {ref.kind} answered {response.status}")
-            async for line in response.content:
-                if line.strip():
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as session, \
+                    session.get(url, params=params, headers=headers, ssl=context) as response:
+                if response.status != 200:
+                    raise errors.TemporaryError(f"watch of {ref.kind} answered {response.status}")
+                async for line in json_lines(response.content.iter_any(), MAX_WATCH_LINE, f"watch of {ref.kind}"):
                     yield json.loads(line)
+        except (aiohttp.ClientConnectionError, OSError, TimeoutError) as exc:
+            self.outage.failed(f"{type(exc).__name__}: {exc}")
+            raise errors.Unreachable(f"watch of {ref.kind} broke: {type(exc).__name__}: {exc}") from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise errors.TemporaryError(f"watch of {ref.kind} broke: {exc}") from exc
 
     def apply_manifest(self, document: dict[str, Any], field_manager: str, *, create_only: bool = False,
                        namespace: str = "default") -> str:
@@ -303,13 +368,19 @@ class ClusterClient:
 
     def post_event(self, obj: dict[str, Any], event_type: str, reason: str, message: str,
                    component: str = "hybrid-operator") -> None:
-        """A core v1 Event about ``obj``; failures are logged, never raised."""
+        """A core v1 Event about ``obj``; failures are logged, never raised.
+
+        A repeat of an Event already posted (same object, type, reason and message) is counted on
+        that Event -- ``count`` and ``lastTimestamp`` patched -- instead of creating another
+        (:mod:`hybrid_operator.kube.events`, as client-go's EventCorrelator).
+        """
         meta = obj.get("metadata", {})
         namespace = str(meta.get("namespace") or "default")
         now = clock.rfc3339()
-        event = {
+        name = f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}"
+        event: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
                                "name": meta.get("name"), "namespace": meta.get("namespace"),
                                "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
@@ -318,10 +389,32 @@ class ClusterClient:
             "reportingInstance": os.uname().nodename,
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
+        key, previous = self.events.correlate(event)
         try:
+            if previous is not None and self._count_again(key, previous, event, now):
+                return
             self.request("POST", f"/api/v1/namespaces/{namespace}/events", event)
+            self.events.posted(key, Posted(namespace, name, 1, now))
         except ApiException as exc:
             log.warning("event not posted", extra={"reason": reason, "status": exc.status})
+        except errors.TemporaryError as exc:
+            if not isinstance(exc, errors.Unreachable):
+                log.warning("event not posted", extra={"reason": reason, "error": str(exc)})
+
+    def _count_again(self, key: tuple[str, ...], previous: Posted, event: dict[str, Any], now: str) -> bool:
+        """PATCH the posted Event's count and lastTimestamp; False when it is gone (post a new one)."""
+        patch = {"count": previous.count + 1, "lastTimestamp": now, "message": event["message"]}
+        try:
+            self.request("PATCH", f"/api/v1/namespaces/{previous.namespace}/events/{previous.name}", patch,
+                         "application/merge-patch+json")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.events.forget(key)
+            return False
+        self.events.posted(key, Posted(previous.namespace, previous.name, previous.count + 1,
+                                       previous.first_timestamp))
+        return True
 
     # -- health and leader election ---------------------------------------------------
 
@@ -410,6 +503,35 @@ class ClusterClient:
 _LEASES = "/apis/coordination.k8s.io/v1/namespaces/{}/leases"
 
 
+async def json_lines(chunks: AsyncIterator[bytes], limit: int, what: str) -> AsyncIterator[bytes]:
+    """The non-blank newline-delimited lines of a byte stream, each at most ``limit`` bytes.
+
+    A line that grows past ``limit`` raises :class:`errors.TemporaryError` (the caller starts over);
+    the pieces of a line are joined once, so a long line costs its length, not its length squared.
+    """
+    pending: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        pieces = chunk.split(b"\n")
+        for piece in pieces[:-1]:
+            line = b"".join([*pending, piece]) if pending else piece
+            pending, size = [], 0
+            if len(line) > limit:
+                raise errors.TemporaryError(f"{what}: an event longer than {limit} bytes (the API server's "
+                                            "objects are smaller); the watch is started again")
+            if line.strip():
+                yield line
+        last = pieces[-1]
+        if last:
+            pending.append(last)
+            size += len(last)
+            if size > limit:
+                raise errors.TemporaryError(f"{what}: an event longer than {limit} bytes (the API server's "
+                                            "objects are smaller); the watch is started again")
+    if pending and b"".join(pending).strip():
+        yield b"".join(pending)
+
+
 def _lease_error(action: str, name: str, exc: Exception) -> errors.TemporaryError:
     detail = f"API answered {exc.status} {exc.reason}" if isinstance(exc, ApiException) else type(exc).__name__
     return errors.TemporaryError(f"could not {action} the leader election lease {name}: {detail}", delay=1)
@@ -417,6 +539,15 @@ def _lease_error(action: str, name: str, exc: Exception) -> errors.TemporaryErro
 
 def _temporary(action: str, ref: ResourceRef, name: str, exc: ApiException) -> errors.TemporaryError:
     return errors.TemporaryError(f"could not {action} {ref.kind} {name}: API answered {exc.status} {exc.reason}")
+
+
+def _connection_error(exc: BaseException) -> str:
+    """Why no answer came, in one short line (urllib3 nests the cause in ``reason``)."""
+    cause: BaseException = exc
+    while isinstance(cause, urllib3.exceptions.MaxRetryError) and isinstance(cause.reason, BaseException):
+        cause = cause.reason
+    text = str(cause).split(": ", 1)[-1] if isinstance(cause, urllib3.exceptions.NewConnectionError) else str(cause)
+    return f"{type(cause).__name__}: {text}"[:300]
 
 
 def _api_message(exc: ApiException) -> str:

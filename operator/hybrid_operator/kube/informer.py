@@ -2,16 +2,19 @@
 
 client-go's informers list a kind, then watch from the list's resourceVersion, and start over when
 the watch breaks. :func:`follow` does that for one kind, in every namespace it is scoped to, and
-hands each listed object and each event to a :class:`Handler`. A failed list or watch is retried
-with a backoff (1 s doubling to 60 s), so a follower survives API outages and kinds that do not
-exist yet; it ends only when its task is cancelled.
+hands each listed object and each event to a :class:`Handler`. It ends only when its task is
+cancelled: whatever goes wrong -- an API outage, a kind that does not exist yet, an event too large,
+a bug in a handler -- is logged and retried with a backoff (1 s doubling to 60 s), never the silent
+death of the task (issue 13 item 4). An expected trouble (:class:`errors.TemporaryError`) is logged
+once per streak; anything else is a crash, logged with its traceback and reported to the
+:class:`Health` sink (``/readyz``) until the kind is listed again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from hybrid_operator import errors
@@ -21,6 +24,7 @@ log = logging.getLogger(__name__)
 
 WATCH_TIMEOUT = 300
 """Seconds the server keeps one watch open before the loop re-opens it (as client-go's reflector)."""
+MAX_BACKOFF = 60.0
 
 EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
@@ -35,29 +39,77 @@ class Handler(Protocol):
         """An ADDED, MODIFIED or DELETED event."""
 
 
+class Health(Protocol):
+    """Told when a background task crashed, and when it works again (the readiness probe)."""
+
+    def task_failed(self, name: str, error: str) -> None: ...
+
+    def task_ok(self, name: str) -> None: ...
+
+
 async def follow(cluster: ClusterClient, gvk: tuple[str, str, str], namespaces: Sequence[str], handler: Handler,
-                 *, what: str) -> None:
+                 *, what: str, health: Health | None = None) -> None:
     """List then watch the kind ``gvk`` (group, version, kind) forever; ``what`` names it in logs."""
     delay = 1.0
+    streak = 0
     group, version, kind = gvk
+
+    def listed() -> None:
+        if health is not None:
+            health.task_ok(what)
+
+    def working() -> None:
+        """An event arrived, or a watch ended as the server ends them: the trouble is over."""
+        nonlocal streak, delay
+        if streak:
+            log.info("watch resumed", extra={"watch": what, "failures": streak})
+        streak, delay = 0, 1.0
+
     while True:
         try:
             ref = await asyncio.to_thread(cluster.resolve, group, version, kind)
             scopes = tuple(namespaces) if (ref.namespaced and namespaces) else ("",)
-            await asyncio.gather(*(_follow_scope(cluster, ref, scope, handler) for scope in scopes))
-            delay = 1.0
+            await _follow_scopes(cluster, ref, scopes, handler, listed, working)
+            working()
+            continue
         except asyncio.CancelledError:
             raise
-        except (errors.TemporaryError, OSError, ValueError) as exc:
-            log.warning("watch failed", extra={"watch": what, "error": str(exc), "retry_in": delay})
-            await asyncio.sleep(delay)
-            delay = min(60.0, delay * 2)
+        except errors.TemporaryError as exc:
+            streak += 1
+            if streak == 1 and not isinstance(exc, errors.Unreachable):
+                log.warning("watch failed", extra={"watch": what, "error": str(exc), "retry_in": delay})
+        except Exception as exc:  # a bug, or an answer nobody expected: restart, loudly
+            streak += 1
+            log.exception("watch crashed", extra={"watch": what, "retry_in": delay})
+            if health is not None:
+                health.task_failed(what, f"crashed ({type(exc).__name__}: {exc}); restarting in {delay:g}s")
+        await asyncio.sleep(delay)
+        delay = min(MAX_BACKOFF, delay * 2)
 
 
-async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler) -> None:
+async def _follow_scopes(cluster: ClusterClient, ref: ResourceRef, scopes: Sequence[str], handler: Handler,
+                         listed: Callable[[], None], working: Callable[[], None]) -> None:
+    """Follow every scope at once; when one fails, the others are stopped too (and all start over)."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for scope in scopes:
+                group.create_task(_follow_scope(cluster, ref, scope, handler, listed, working))
+    except BaseExceptionGroup as failed:
+        raise _first(failed) from None
+
+
+def _first(group: BaseExceptionGroup[Any]) -> BaseException:
+    for error in group.exceptions:
+        return _first(error) if isinstance(error, BaseExceptionGroup) else error
+    return group
+
+
+async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler,
+                        listed: Callable[[], None], working: Callable[[], None]) -> None:
     items, version = await asyncio.to_thread(cluster.list_with_version, ref, namespace)
     for obj in items:
         handler.listed(ref, obj)
+    listed()
     async for event in cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT):
         event_type = str(event.get("type"))
         obj = event.get("object") or {}
@@ -65,3 +117,4 @@ async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str
             raise errors.TemporaryError(f"watch of {ref.kind} ended: {obj.get('message', '') or obj}")
         if event_type in EVENT_TYPES:
             handler.changed(ref, event_type, obj)
+        working()

@@ -28,6 +28,7 @@ from hybrid_operator.localcluster import files, tls
 from hybrid_operator.localcluster.apiserver import app, decoding
 from hybrid_operator.localcluster.apiserver.audit import AuditLog
 from hybrid_operator.localcluster.apiserver.context import ServerConfig
+from hybrid_operator.localcluster.controllers.eventttl import EventExpiry
 from hybrid_operator.localcluster.controllers.manager import ControllerManager, ControllerSettings
 from hybrid_operator.localcluster.resources import Registry
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
@@ -51,6 +52,8 @@ class ClusterOptions:
     simulated_node: bool = True  # a Node whose kubelet runs (pretends to run) the Pods workloads make
     bookmark_interval: float = 30.0
     watch_history: int = 20000  # change events kept for watch resume (older RVs get 410 Expired)
+    watch_history_bytes: int = 64 * 1024 * 1024  # ... and at most this many bytes of their JSON
+    event_ttl: float = 3600.0  # seconds an Event lives after its last write (kube-apiserver's --event-ttl)
     host: str = "127.0.0.1"
     audit_log: Path | None = None  # one JSON line per resource request (--audit-log)
 
@@ -72,9 +75,10 @@ def kubeconfig_text(server: str, token: str, ca_pem: bytes) -> str:
 
 def open_store(options: ClusterOptions) -> Store:
     if options.in_memory:
-        return Store(None, history=options.watch_history)
+        return Store(None, history=options.watch_history, history_bytes=options.watch_history_bytes)
     files.private_dir(options.data_dir)
-    return Store(options.data_dir / "state.db", history=options.watch_history)
+    return Store(options.data_dir / "state.db", history=options.watch_history,
+                 history_bytes=options.watch_history_bytes)
 
 
 def random_token() -> str:
@@ -109,6 +113,7 @@ class ClusterServer:
         seed(self.api)
         self._runner: web.AppRunner | None = None
         self._controllers: ControllerManager | None = None
+        self._event_expiry = EventExpiry(self.api, options.event_ttl)
         self._audit: AuditLog | None = None
         self.port = options.port
         cert_dir = Path(tempfile.mkdtemp(prefix="hybrid-certs-")) if options.in_memory else options.data_dir
@@ -138,6 +143,7 @@ class ClusterServer:
                                           ca_pem=self.certs.ca_cert.read_text())
             self._controllers = ControllerManager(self.api, settings)
             self._controllers.start()
+        self._event_expiry.start()
         if self.options.kubeconfig is not None:
             files.write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
                                                                      self.certs.ca_cert.read_bytes()))
@@ -145,6 +151,7 @@ class ClusterServer:
                                            "objects": sum(self.store.count(k) for k in self.store.storage_keys())})
 
     async def stop(self) -> None:
+        await self._event_expiry.stop()
         if self._controllers is not None:
             await self._controllers.stop()
         if self._runner is not None:

@@ -6,7 +6,8 @@ loop is alive.  Decisions:
 
 * ``/healthz`` answers 200 whenever the event loop runs (the handler itself runs on it).
 * ``/readyz`` answers 200 when kopf has started, the process is not shutting down, leader election
-  (when on) can reach its Lease (a leader or a standby ready to take over), and every watched kind is
+  (when on) can reach its Lease (a leader or a standby ready to take over), no background task
+  (a dependent or related watch, the probes, the election) is down after a crash, and every watched kind is
   *fresh*: its last sign of life -- a watch event, or a successful ``LIST ?limit=1`` of the kind,
   which :func:`probe_watches` sends every few seconds -- is at most ``window`` seconds old and newer
   than its last failed probe.  kopf does not hand watch bookmarks to handlers, so an idle but healthy
@@ -61,6 +62,17 @@ class Readiness:
     #: leader election: True when this replica leads or can reach the Lease (None: no election)
     election: Callable[[], bool] | None = None
     _signs: dict[str, _Signs] = field(default_factory=dict)
+    #: background tasks that reported: their error while down after a crash, "" once working again
+    _tasks: dict[str, str] = field(default_factory=dict)
+
+    def task_failed(self, name: str, error: str) -> None:
+        """A background task crashed (it is restarted with a backoff)."""
+        self._tasks[name] = error or "crashed"
+
+    def task_ok(self, name: str) -> None:
+        """A background task works (again)."""
+        if name in self._tasks:
+            self._tasks[name] = ""
 
     def _of(self, controller: str) -> _Signs:
         return self._signs.setdefault(controller, _Signs())
@@ -92,6 +104,8 @@ class Readiness:
             signs = self._of(controller)
             detail = "" if ok else signs.error or f"no sign of life for more than {self.window:g}s"
             found.append((f"watch-{controller}", ok, detail))
+        for name, error in sorted(self._tasks.items()):
+            found.append((f"task-{name}", not error, error))
         return found
 
     def ready(self) -> bool:

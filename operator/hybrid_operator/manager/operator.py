@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 #: after cancelling the runs still going at the end of the graceful shutdown timeout, how long they
 #: get to stop and write their status (ansible notices within 0.5 s; helm gets 10 s after SIGTERM)
 CANCEL_GRACE = 15.0
+#: a background task restarted after a crash counts as working again once it ran this long
+STABLE_AFTER = 10.0
+MAX_RESTART_DELAY = 60.0
 SHUTDOWN_REASON = "the operator is shutting down"
 
 Background = Callable[[], Coroutine[Any, Any, None]]
@@ -68,8 +71,8 @@ class Operator:
         if metrics is not None:
             metrics.registry.add_collector(self._collect)
         self._by_watch = {id(c.watch): c for c in self.controllers}
-        self.dependents = dependents.DependentWatches(cluster, self.enqueue_owner, settings.namespaces)
-        self.related = triggers.RelatedWatches(cluster, settings.namespaces)
+        self.dependents = dependents.DependentWatches(cluster, self.enqueue_owner, settings.namespaces, readiness)
+        self.related = triggers.RelatedWatches(cluster, settings.namespaces, readiness)
         self._recorded: set[tuple[GroupVersionKind, str, str, dependents.ChildKind]] = set()
         for controller in self.controllers:
             controller.on_known_children = self._watch_known_children
@@ -212,8 +215,12 @@ class Operator:
                                            self.cluster.connection())
         self.related.start()
         # every task of ours is created before kopf starts: kopf waits 5 s for "hung" tasks born after it
-        tasks = [asyncio.create_task(self._on_ready(ready)), *(asyncio.create_task(b()) for b in self.background)]
-        election = asyncio.create_task(self.elector.run(election_stop)) if self.elector is not None else None
+        tasks = [asyncio.create_task(self._on_ready(ready)),
+                 *(asyncio.create_task(self.supervise(getattr(b, "__name__", f"background-{i}"), b))
+                   for i, b in enumerate(self.background))]
+        elector = self.elector
+        election = None if elector is None else \
+            asyncio.create_task(self.supervise("leader-election", lambda: elector.run(election_stop)))
         if self.elector is None:
             await self.start_leading()
         stopping = asyncio.create_task(self.stop.wait())
@@ -239,6 +246,32 @@ class Operator:
             kopf_stop.set()
             await kopf_task
             log.info("operator stopped", extra={"shutdown_seconds": round(time.monotonic() - started, 3)})
+
+    async def supervise(self, name: str, start: Background) -> None:
+        """Run ``start()`` until it returns; a crash is logged, shown in ``/readyz`` and restarted with a
+        backoff (1 s doubling to a minute), so that no background task dies unnoticed."""
+        delay = 1.0
+        while True:
+            started = time.monotonic()
+            stable = asyncio.get_running_loop().call_later(STABLE_AFTER, self._task_ok, name)
+            try:
+                await start()
+                return
+            except Exception as exc:
+                if time.monotonic() - started > STABLE_AFTER:
+                    delay = 1.0
+                log.exception("background task crashed", extra={"task": name, "retry_in": delay})
+                if self.readiness is not None:
+                    self.readiness.task_failed(name, f"crashed ({type(exc).__name__}: {exc}); restarting in "
+                                                     f"{delay:g}s")
+            finally:
+                stable.cancel()
+            await asyncio.sleep(delay)
+            delay = min(MAX_RESTART_DELAY, delay * 2)
+
+    def _task_ok(self, name: str) -> None:
+        if self.readiness is not None:
+            self.readiness.task_ok(name)
 
     async def _on_ready(self, ready: asyncio.Event) -> None:
         await ready.wait()

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hybrid_operator import __version__, errors
+from hybrid_operator import __version__, errors, processes
 from hybrid_operator.ansible import credentials
 from hybrid_operator.ansible.environment import METRICS_URL_ENV, ansible_env
 from hybrid_operator.ansible.ownership import ChildRef, OwnerKey
@@ -37,7 +37,7 @@ from hybrid_operator.controller.reconcile import Reconciler, RunCancel
 from hybrid_operator.helm.client import HelmClient, HelmError, chart_digest, find_helm
 from hybrid_operator.helm.reconciler import HelmReconciler
 from hybrid_operator.kube.client import ClusterClient
-from hybrid_operator.manager import health, leader
+from hybrid_operator.manager import health, leader, startup
 from hybrid_operator.manager.leader import ElectionConfig, LeaderElector
 from hybrid_operator.manager.metrics import metrics_app, user_metrics_app
 from hybrid_operator.manager.operator import Operator
@@ -64,8 +64,12 @@ def run(settings: Settings) -> int:
     return serve(settings, watches.load(settings.watches_file, settings.environ))
 
 
-async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig: Path) -> HelmClient | None:
-    """The helm client, after checking that helm runs and loads every chart (fatal otherwise)."""
+async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig: Path,
+                       chart_names: dict[Path, str]) -> HelmClient | None:
+    """The helm client, after checking that helm runs and loads every chart (fatal otherwise).
+
+    Fills ``chart_names`` with the name in each chart's Chart.yaml.
+    """
     charts = [w for w in loaded if isinstance(w, model.HelmWatch)]
     if not charts:
         return None
@@ -73,11 +77,12 @@ async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig
     if executable is None:
         raise errors.ConfigurationError("helm not found: Helm entries need the helm v4 binary; put it on PATH "
                                         "or set HELM_BINARY")
+    env = {**settings.environ, **processes.marker(processes.scope_of(settings.artifacts_dir))}
     client = HelmClient(executable, kubeconfig, history_max=settings.helm_history_max,
-                        timeout=settings.helm_timeout.total_seconds(), env=settings.environ)
+                        timeout=settings.helm_timeout.total_seconds(), env=env)
     for watch in charts:
         try:
-            await client.show_chart(watch.chart)
+            chart_names[watch.chart] = str((await client.show_chart(watch.chart)).get("name") or "")
         except (HelmError, OSError) as exc:
             raise errors.ConfigurationError(f"{settings.watches_file}: {watch.gvk}: helm cannot load chart "
                                             f"{watch.chart}: {exc}") from exc
@@ -86,11 +91,12 @@ async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig
 
 def _reconciler(watch: model.Watch, cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None,
                 settings: Settings, slots: asyncio.Semaphore, run_kubeconfig: Path,
-                env: dict[str, str], proxy: OwnerProxy, metrics: OperatorMetrics, cancel: RunCancel) -> Reconciler:
+                env: dict[str, str], proxy: OwnerProxy, metrics: OperatorMetrics, cancel: RunCancel,
+                chart_names: dict[Path, str]) -> Reconciler:
     if isinstance(watch, model.HelmWatch):
         assert helm is not None
         return HelmReconciler(watch, cluster, helm, settings, slots, chart_digest(watch.chart), metrics=metrics,
-                              cancel=cancel)
+                              cancel=cancel, chart_name=chart_names.get(watch.chart, ""))
     return AnsibleReconciler(watch, cluster, runner, settings, slots, run_kubeconfig, env, proxy, metrics=metrics,
                              cancel=cancel)
 
@@ -123,37 +129,45 @@ def _bound(runner: web.AppRunner | None) -> str:
 async def _serve(settings: Settings, loaded: list[model.Watch],
                  companions: Sequence[Companion] = (), endpoints: Endpoints | None = None) -> int:
     """Run the operator until SIGTERM/SIGINT; ``companions`` run beside it (``hybrid-operator up``)."""
-    cluster = ClusterClient(settings.kubeconfig)
     try:
         # artifacts hold job events and the operator's kubeconfig: created for the operator's user only
         credentials.private_dir(settings.artifacts_dir, tighten=False)
-        credentials.sweep(settings.artifacts_dir)  # run kubeconfigs left by an operator killed mid-run
+        lock = startup.ArtifactsLock(settings.artifacts_dir)
+        startup.sweep_local(lock)  # what an operator killed mid-run left: processes, run kubeconfigs, scratch
+        lock.share()
     except OSError as exc:
         raise errors.ConfigurationError(f"cannot use the artifacts directory {settings.artifacts_dir}: {exc}; "
                                         "choose another --artifacts-dir") from exc
+    scratch = startup.scratch_dir(settings.artifacts_dir)
+    cluster = ClusterClient(settings.kubeconfig, temp_dir=scratch)
+    if lock.alone:
+        await asyncio.to_thread(startup.sweep_artifacts, cluster, loaded, settings.artifacts_dir, settings.namespaces)
     run_kubeconfig = cluster.write_kubeconfig(settings.artifacts_dir / "kubeconfig")
-    helm = await _helm_client(settings, loaded, run_kubeconfig)
+    chart_names: dict[Path, str] = {}
+    helm = await _helm_client(settings, loaded, run_kubeconfig, chart_names)
     runner = AnsibleRunner(max_workers=settings.max_workers, timeout=settings.run_timeout.total_seconds(),
-                           project_dir=settings.watches_file.resolve().parent)
+                           project_dir=settings.watches_file.resolve().parent, work_dir=scratch)
     slots = asyncio.Semaphore(max(1, settings.max_workers))
     metrics = OperatorMetrics(__version__)
     cancel = RunCancel()
     servers: list[web.AppRunner | None] = []
     try:
         servers.append(await health.serve(user_metrics_app(metrics.user), "127.0.0.1:0", "user-metrics"))
-        env = {**ansible_env(settings), METRICS_URL_ENV: f"http://127.0.0.1:{_bound_port(servers[0])}/metrics"}
+        env = {**ansible_env(settings), METRICS_URL_ENV: f"http://127.0.0.1:{_bound_port(servers[0])}/metrics",
+               **processes.marker(processes.scope_of(settings.artifacts_dir))}
         return await _operate(settings, loaded, companions, cluster, runner, helm, slots, run_kubeconfig, env,
-                              metrics, cancel, servers, endpoints or Endpoints())
+                              metrics, cancel, servers, chart_names, endpoints or Endpoints())
     finally:
         await runner.close()
         for server in servers:
             await health.stop(server)
+        lock.close()
 
 
 async def _operate(settings: Settings, loaded: list[model.Watch], companions: Sequence[Companion],
                    cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None, slots: asyncio.Semaphore,
                    run_kubeconfig: Path, env: dict[str, str], metrics: OperatorMetrics, cancel: RunCancel,
-                   servers: list[web.AppRunner | None], endpoints: Endpoints) -> int:
+                   servers: list[web.AppRunner | None], chart_names: dict[Path, str], endpoints: Endpoints) -> int:
     connection = cluster.connection()
     owners: list[Operator] = []
 
@@ -164,7 +178,7 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
     await proxy.start()
     try:
         reconcilers = [_reconciler(w, cluster, runner, helm, settings, slots, run_kubeconfig, env, proxy, metrics,
-                                   cancel) for w in loaded]
+                                   cancel, chart_names) for w in loaded]
         names = controller_names(loaded)
         readiness = health.Readiness(names, window=settings.readiness_window.total_seconds())
 
@@ -178,6 +192,7 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
         for watch, reconciler in zip(loaded, reconcilers, strict=True):
             if isinstance(reconciler, HelmReconciler):
                 reconciler.on_children = functools.partial(operator.helm_children, watch)
+                reconciler.releases = operator.dependents.releases
         if settings.leader_elect:
             elector = operator.elector = _elector(settings, cluster, operator)
             readiness.election = lambda: elector.leading or elector.healthy()

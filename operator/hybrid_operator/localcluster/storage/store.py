@@ -48,10 +48,10 @@ MAX_OBJECT_BYTES = 1536 * 1024
 class Store:
     """Objects by (storage key, namespace, name), persisted in SQLite."""
 
-    def __init__(self, path: Path | None, history: int = 20000) -> None:
+    def __init__(self, path: Path | None, history: int = 20000, history_bytes: int | None = 64 * 1024 * 1024) -> None:
         self._db = self._open(path)
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = collections.defaultdict(dict)
-        self.changes = ChangeFeed(history)
+        self.changes = ChangeFeed(history, history_bytes)
         self.rv = 0
         self._load()
 
@@ -82,7 +82,7 @@ class Store:
         compacted_rv = int(self.get_meta("compacted_rv") or 0)
         events = self._db.execute("SELECT rv, type, skey, body, old FROM events ORDER BY rv").fetchall()
         self.changes.restore(
-            (Change(rv, kind, skey, json.loads(body), json.loads(old) if old else None)
+            (Change(rv, kind, skey, json.loads(body), json.loads(old) if old else None, len(body) + len(old or ""))
              for rv, kind, skey, body, old in events),
             compacted_rv,
         )
@@ -137,12 +137,14 @@ class Store:
             else:
                 meta["resourceVersion"] = previous_rv
             raise errors.object_too_large()
-        change = Change(rv, "MODIFIED" if old is not None else "ADDED", skey, obj, old)
+        old_body = json.dumps(old, separators=(",", ":")) if old is not None else None
+        change = Change(rv, "MODIFIED" if old is not None else "ADDED", skey, obj, old,
+                        len(body) + len(old_body or ""))
         self._commit(
             change,
             ("INSERT OR REPLACE INTO objects (skey, namespace, name, rv, body) VALUES (?, ?, ?, ?, ?)",
              (skey, namespace, name, rv, body)),
-            body,
+            body, old_body,
         )
         self._objects[skey][(namespace, name)] = obj
         self.changes.publish(change)
@@ -156,18 +158,18 @@ class Store:
         final = copy.deepcopy(obj)
         final["metadata"]["resourceVersion"] = str(rv)
         body = json.dumps(final, separators=(",", ":"))
-        change = Change(rv, "DELETED", skey, final, obj)
+        old_body = json.dumps(obj, separators=(",", ":"))
+        change = Change(rv, "DELETED", skey, final, obj, len(body) + len(old_body))
         self._commit(
             change,
             ("DELETE FROM objects WHERE skey = ? AND namespace = ? AND name = ?", (skey, namespace, name)),
-            body,
+            body, old_body,
         )
         self._objects[skey].pop((namespace, name), None)
         self.changes.publish(change)
         return change
 
-    def _commit(self, change: Change, statement: tuple[str, tuple[Any, ...]], body: str) -> None:
-        old = json.dumps(change.old, separators=(",", ":")) if change.old is not None else None
+    def _commit(self, change: Change, statement: tuple[str, tuple[Any, ...]], body: str, old: str | None) -> None:
         self._db.execute("BEGIN")
         try:
             self._db.execute(*statement)
@@ -185,7 +187,8 @@ class Store:
         self.rv = change.rv
 
     def _compact(self, rv: int) -> None:
-        floor = rv - self.changes.size
-        if floor > self.changes.compacted_rv:
+        """Drop the persisted changes the feed no longer keeps (by count, or by bytes)."""
+        floor = max(rv - self.changes.size, self.changes.compacted_rv)
+        if floor > int(self.get_meta("compacted_rv") or 0):
             self._db.execute("DELETE FROM events WHERE rv <= ?", (floor,))
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('compacted_rv', ?)", (str(floor),))

@@ -93,7 +93,10 @@ def main() -> None:
                 obj["status"] = new_status
                 result = call(client, "PUT", path + "/status", obj)
             else:
-                patch = {"status": {**{k: None for k in old_status if k not in new_status}, **new_status}}
+                # only the keys this task changes: a whole-status patch would put back the values it read,
+                # over what other writers stored meanwhile (their status keys, the operator's conditions)
+                changes = {k: v for k, v in new_status.items() if old_status.get(k) != v}
+                patch = {"status": {**{k: None for k in old_status if k not in new_status}, **changes}}
                 result = call(client, "PATCH", path + "/status", patch, "application/merge-patch+json")
         except ApiException as exc:
             module.fail_json(msg=f"cannot update the status of {params['kind']} {params['name']}: "
