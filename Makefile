@@ -12,7 +12,7 @@ ARGS ?=
 # so module fixtures (an operator process, a namespace) are shared as written. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 
-.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster chaos clean \
+.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster chaos chaos-smoke clean \
 	manifests molecule dist
 
 setup: $(STAMP)
@@ -47,8 +47,8 @@ test-integration: setup
 test-security: setup  ## the attacks of docs/security.md (also part of `make test`)
 	$(BIN)/pytest -m security -q $(PYTEST_FLAGS)
 
-test: setup lint  ## every test but the newcomer path (make test-newcomer)
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not newcomer" $(PYTEST_FLAGS)
+test: setup lint  ## every test but the newcomer path (make test-newcomer) and the chaos smoke run (make chaos-smoke)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not newcomer and not chaos" $(PYTEST_FLAGS)
 
 test-newcomer: setup  ## a new project from init to make molecule with its own setup; two make run side by side (minutes)
 	$(BIN)/pytest -m newcomer -q -s $(PYTEST_FLAGS)
@@ -64,6 +64,9 @@ molecule: setup  ## every molecule/ scenario, each against its own embedded clus
 
 bench-cluster: setup
 	$(BIN)/python benchmarks/cluster_bench.py
+
+chaos-smoke: setup  ## `make chaos --quick` checked: every scenario ran, 0 lost, 0 duplicated (several minutes)
+	$(BIN)/pytest -m chaos -q $(PYTEST_FLAGS)
 
 chaos: setup  ## fault injection (kill -9, outages, storms, soak): the table of docs/reliability.md (bounded loops; 28 min on a busy 2-core machine)
 	$(BIN)/python benchmarks/chaos.py --output docs/reliability.md
