@@ -8,15 +8,13 @@ kube refuses it.  These tests drive kubectl and the kubernetes Python client aga
 from __future__ import annotations
 
 import ipaddress
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
 
-from support.cluster import Cluster
+from support.cluster import Cluster, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -26,15 +24,6 @@ def ns(shared_cluster: Cluster) -> str:
     name = f"svc-{uuid.uuid4().hex[:8]}"
     shared_cluster.kubectl("create", "namespace", name)
     return name
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.2)
-    return result
 
 
 def apply(cluster: Cluster, namespace: str, *docs: dict[str, Any], check: bool = True) -> Any:

@@ -14,13 +14,12 @@ import base64
 import json
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
 
-from support.cluster import Cluster
+from support.cluster import Cluster, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -32,17 +31,6 @@ def ns(shared_cluster: Cluster) -> str:
     name = f"sim-{uuid.uuid4().hex[:8]}"
     shared_cluster.kubectl("create", "namespace", name)
     return name
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def apply(cluster: Cluster, namespace: str, *docs: dict[str, Any]) -> None:

@@ -13,14 +13,13 @@ import subprocess
 import textwrap
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from support.cluster import Cluster, find_binary
+from support.cluster import Cluster, find_binary, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -30,15 +29,6 @@ def ns(shared_cluster: Cluster) -> str:
     name = f"st-{uuid.uuid4().hex[:8]}"
     shared_cluster.kubectl("create", "namespace", name)
     return name
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.2)
-    return result
 
 
 def claim(name: str, size: str = "1Gi", **spec: Any) -> dict[str, Any]:

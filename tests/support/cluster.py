@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -292,3 +293,13 @@ def delete_namespaces(cluster: Cluster, names: set[str] | list[str], timeout: fl
                 drop_finalizers(cluster, name)
             strip_at = time.monotonic() + 2.0
         time.sleep(0.1)
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
+    """Poll ``check`` every 0.2 s until it returns something truthy (returned); fail naming ``what`` otherwise."""
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.2)
+    return result
