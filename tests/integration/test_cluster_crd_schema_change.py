@@ -39,10 +39,10 @@ def test_removing_a_schema_field_keeps_objects_usable(cluster: Cluster) -> None:
     gadget = {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"},
               "spec": {"size": 1}, "status": {"phase": "Ready", "observedGeneration": 1}}
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps(gadget))
-    assert cluster.get_json("gadget", "g")["status"]["observedGeneration"] == 1
+    assert cluster.get_json("gadgets.example.com", "g")["status"]["observedGeneration"] == 1
 
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps(crd(with_observed=False)))
-    read = cluster.get_json("gadget", "g")
+    read = cluster.get_json("gadgets.example.com", "g")
     assert "observedGeneration" not in read["status"]  # pruned on read
 
     changed = copy.deepcopy(gadget)
@@ -50,7 +50,7 @@ def test_removing_a_schema_field_keeps_objects_usable(cluster: Cluster) -> None:
     del changed["status"]["observedGeneration"]
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps(changed))  # Strict: only the request is validated
     cluster.kubectl("apply", "--server-side", "-f", "-", input_text=json.dumps(changed))
-    assert cluster.get_json("gadget", "g")["spec"]["size"] == 2
+    assert cluster.get_json("gadgets.example.com", "g")["spec"]["size"] == 2
 
     strict = cluster.kubectl("apply", "-f", "-", check=False, input_text=json.dumps(
         {**changed, "spec": {"size": 3, "bogus": True}}))

@@ -25,6 +25,9 @@ from kubernetes import client, config, watch
 
 from support.cluster import Cluster
 
+# fully qualified: other test modules on the session cluster serve a Gadget kind of their own
+GADGETS = "gadgets.demo.hybrid.dev"
+
 pytestmark = pytest.mark.integration
 
 OPERATOR_DIR = Path(__file__).parent / "kopf_operator"
@@ -106,7 +109,7 @@ def custom(cluster: Cluster) -> Iterator[client.CustomObjectsApi]:
 
 
 def status_of(cluster: Cluster, name: str, key: str, namespace: str = "gadgets") -> Any:
-    return cluster.get_json("gadget", name, "-n", namespace).get("status", {}).get(key)
+    return cluster.get_json(GADGETS, name, "-n", namespace).get("status", {}).get(key)
 
 
 def events_for(cluster: Cluster, name: str, reason: str) -> list[dict[str, Any]] | None:
@@ -120,7 +123,7 @@ def test_create_handler_result_is_written_to_status(operator: KopfOperator, clus
     created = wait_for(lambda: status_of(cluster, "g-create", "created"), "status.created")
     # the CRD has a status subresource: .status only changes when kopf patches /status
     assert created == {"size": 3, "color": "red"}
-    live = cluster.get_json("gadget", "g-create", "-n", "gadgets")
+    live = cluster.get_json(GADGETS, "g-create", "-n", "gadgets")
     assert live["metadata"]["finalizers"] == [FINALIZER]
     assert live["metadata"]["generation"] == 1
     handled = json.loads(live["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"])
@@ -134,7 +137,7 @@ def test_create_handler_result_is_written_to_status(operator: KopfOperator, clus
 def test_kopf_info_posts_an_event(operator: KopfOperator, cluster: Cluster) -> None:
     cluster.kubectl("apply", "-n", "gadgets", "-f", "-", input_text=gadget("g-event", size=7))
     [event] = wait_for(lambda: events_for(cluster, "g-event", "GadgetCreated"), "the GadgetCreated event")
-    uid = cluster.get_json("gadget", "g-event", "-n", "gadgets")["metadata"]["uid"]
+    uid = cluster.get_json(GADGETS, "g-event", "-n", "gadgets")["metadata"]["uid"]
     assert event["message"] == "created g-event with size 7"
     assert event["type"] == "Normal"
     assert event["metadata"]["name"].startswith("kopf-event-")  # generateName was honoured
@@ -147,7 +150,7 @@ def test_kopf_info_posts_an_event(operator: KopfOperator, cluster: Cluster) -> N
 def test_update_handler_sees_the_diff(operator: KopfOperator, cluster: Cluster) -> None:
     cluster.kubectl("apply", "-n", "gadgets", "-f", "-", input_text=gadget("g-update", size=1, color="blue"))
     wait_for(lambda: status_of(cluster, "g-update", "created"), "status.created")
-    cluster.kubectl("patch", "gadget", "g-update", "-n", "gadgets", "--type=merge", "-p", '{"spec":{"size":5}}')
+    cluster.kubectl("patch", GADGETS, "g-update", "-n", "gadgets", "--type=merge", "-p", '{"spec":{"size":5}}')
     updated = wait_for(lambda: status_of(cluster, "g-update", "updated/spec"), "status of the update handler")
     assert updated == {"size": 5, "changed": ["size"]}
     assert status_of(cluster, "g-update", "created") == {"size": 1, "color": "blue"}
@@ -161,9 +164,9 @@ def test_delete_handler_runs_before_the_finalizer_is_released(operator: KopfOper
                                                               custom: client.CustomObjectsApi) -> None:
     cluster.kubectl("apply", "-n", "gadgets", "-f", "-", input_text=gadget("g-delete", size=2))
     wait_for(lambda: status_of(cluster, "g-delete", "created"), "status.created")
-    version = cluster.get_json("gadget", "g-delete", "-n", "gadgets")["metadata"]["resourceVersion"]
-    cluster.kubectl("delete", "gadget", "g-delete", "-n", "gadgets", "--timeout=30s")  # waits until it is gone
-    assert "NotFound" in cluster.kubectl("get", "gadget", "g-delete", "-n", "gadgets", check=False).stderr
+    version = cluster.get_json(GADGETS, "g-delete", "-n", "gadgets")["metadata"]["resourceVersion"]
+    cluster.kubectl("delete", GADGETS, "g-delete", "-n", "gadgets", "--timeout=30s")  # waits until it is gone
+    assert "NotFound" in cluster.kubectl("get", GADGETS, "g-delete", "-n", "gadgets", check=False).stderr
 
     history: list[tuple[str, list[str], bool]] = []
     stream = watch.Watch()
