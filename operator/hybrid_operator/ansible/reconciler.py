@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shlex
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -25,7 +24,7 @@ from hybrid_operator.ansible import artifacts, commandfile, credentials, extrava
 from hybrid_operator.ansible.proxy import OwnerProxy
 from hybrid_operator.ansible.runs import Runner, RunRequest, RunResult
 from hybrid_operator.config.model import AnsibleWatch
-from hybrid_operator.config.settings import Settings
+from hybrid_operator.config.settings import Settings, split_ansible_args
 from hybrid_operator.config.values import annotation_duration
 from hybrid_operator.controller import conditions, triggers
 from hybrid_operator.controller.metrics import OperatorMetrics, gvk_label
@@ -46,6 +45,8 @@ REASON_SUCCEEDED = "ReconcileSucceeded"
 REASON_FAILED = "ReconcileFailed"
 #: the Event reason when a spec is refused before any run (extravars.refusals)
 REASON_REFUSED = "SpecRefused"
+#: the Warning Event when a play of the run matched no host (the run still counts as a success)
+REASON_NO_HOSTS = "NoHostsMatched"
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ class AnsibleReconciler:
             finalizer=finalizer,
             kubeconfig=kubeconfig,
             verbosity=options.verbosity,
-            ansible_args=tuple(shlex.split(self.settings.ansible_args)),
+            ansible_args=split_ansible_args(self.settings.ansible_args),
             artifacts_root=self.settings.artifacts_dir,
             max_artifacts=options.max_artifacts,
             env=self.env,
@@ -244,6 +245,8 @@ class AnsibleReconciler:
             return status.succeeded(new, counts, now, generation)
 
         await self._write_status(ref, obj, compute, force=True)
+        if result.unmatched_plays:
+            await self._report_unmatched(obj, result)
         if self.metrics is not None:
             self.metrics.sdk_result.add(1, self.gvk_label, "succeeded" if result.succeeded else "failed")
         if result.succeeded:
@@ -259,6 +262,14 @@ class AnsibleReconciler:
         await asyncio.to_thread(self.cluster.post_event, obj, "Warning", REASON_FAILED, reason)
         self._log_run(obj, result, "failed", finalizer=finalizer)
         return Outcome(failed=True)
+
+    async def _report_unmatched(self, obj: dict[str, Any], result: RunResult) -> None:
+        """Plays that matched no host ran nothing: the SDK counts the run as a success, silently; we say so."""
+        message = ("play " + ", ".join(result.unmatched_plays) + " matched no host of the inventory and ran "
+                   "nothing; check the play's hosts: and the inventory (ANSIBLE_INVENTORY)")
+        log.warning("play matched no host", extra={"kind": self.watch.gvk.kind, "namespace": objects.namespace(obj),
+                                                   "cr": objects.name(obj), "plays": list(result.unmatched_plays)})
+        await asyncio.to_thread(self.cluster.post_event, obj, "Warning", REASON_NO_HOSTS, message)
 
     async def _write_status(self, ref: ResourceRef, obj: dict[str, Any], compute: Any,
                             force: bool = False) -> dict[str, Any] | None:
@@ -278,8 +289,10 @@ class AnsibleReconciler:
         return await asyncio.to_thread(self.cluster.patch_status, ref, namespace, name, patch)
 
     def _log_output(self, obj: dict[str, Any], result: RunResult, verbosity: int) -> None:
-        """Task output goes to the log at verbosity 3 and above (``-vvv``), or with ``--log-level debug``."""
-        if verbosity < OUTPUT_VERBOSITY and not log.isEnabledFor(logging.DEBUG):
+        """Task output goes to the log: all of it with ``ANSIBLE_DEBUG_LOGS`` (as the SDK), its end at
+        verbosity 3 and above (``-vvv``) or with ``--log-level debug``."""
+        everything = self.settings.ansible_debug_logs
+        if not everything and verbosity < OUTPUT_VERBOSITY and not log.isEnabledFor(logging.DEBUG):
             return
         if result.artifact_dir is None:
             return
@@ -289,7 +302,8 @@ class AnsibleReconciler:
         except OSError:
             return
         log.info("run output", extra={"kind": self.watch.gvk.kind, "namespace": objects.namespace(obj),
-                                      "cr": objects.name(obj), "output": text[-MAX_OUTPUT:]})
+                                      "cr": objects.name(obj),
+                                      "output": text if everything else text[-MAX_OUTPUT:]})
 
     def _log_run(self, obj: dict[str, Any], result: RunResult, outcome: str, *, finalizer: bool) -> None:
         log.info("run finished", extra={

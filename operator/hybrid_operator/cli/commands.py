@@ -43,6 +43,28 @@ def _check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser = sub.add_parser("check", help="validate a watches file and the files it references (no cluster)")
     parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
                         help="the watches file (default ./watches.yaml)")
+    _ansible_path_options(parser)
+
+
+def _ansible_path_options(parser: argparse.ArgumentParser) -> None:
+    """The SDK's --ansible-roles-path / --ansible-collections-path: they set the environment variables (and win)."""
+    parser.add_argument("--ansible-roles-path", default=None, metavar="PATHS",
+                        help="roles search path, ':'-separated; sets ANSIBLE_ROLES_PATH (default: the "
+                             "variable, else ansible.cfg; <watches dir>/roles and <cwd>/roles are always searched)")
+    parser.add_argument("--ansible-collections-path", default=None, metavar="PATHS",
+                        help="collections search path, ':'-separated; sets ANSIBLE_COLLECTIONS_PATH")
+
+
+def _environ(args: argparse.Namespace) -> dict[str, str]:
+    """The process environment with what the flags set (the SDK's flags call os.Setenv: they win)."""
+    import os
+
+    environ = dict(os.environ)
+    if getattr(args, "ansible_roles_path", None):
+        environ["ANSIBLE_ROLES_PATH"] = args.ansible_roles_path
+    if getattr(args, "ansible_collections_path", None):
+        environ["ANSIBLE_COLLECTIONS_PATH"] = args.ansible_collections_path
+    return environ
 
 
 def _bool(text: str) -> bool:
@@ -100,7 +122,10 @@ def _operator_options(parser: argparse.ArgumentParser, artifacts: Path, bind_hos
                         help="default resync period, a Go duration (default 10h)")
     parser.add_argument("--ansible-verbosity", type=int, default=2, choices=range(8), metavar="0-7",
                         help="ansible-runner verbosity (default 2); ANSIBLE_VERBOSITY_<KIND>_<GROUP> per kind")
-    parser.add_argument("--ansible-args", default="", help="extra arguments for ansible-playbook")
+    parser.add_argument("--ansible-args", default="",
+                        help="extra arguments for ansible-playbook (one pair of wrapping single quotes is "
+                             "removed, as the SDK does)")
+    _ansible_path_options(parser)
     parser.add_argument("--inject-owner-ref", type=_bool, default=True, metavar="BOOL",
                         help="add owner references to what playbooks create (default true)")
     parser.add_argument("--artifacts-dir", type=Path, default=artifacts,
@@ -251,7 +276,7 @@ def run_check(args: argparse.Namespace) -> int:
     from hybrid_operator.config import model, watches
 
     try:
-        loaded = watches.load(args.watches_file)
+        loaded = watches.load(args.watches_file, _environ(args))
     except errors.ConfigurationError as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
@@ -266,12 +291,17 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
-    import os
-
+    from hybrid_operator import errors
     from hybrid_operator.config import settings
+    from hybrid_operator.config.values import parse_bool
 
-    environ = dict(os.environ)
+    environ = _environ(args)
     defaults = settings.Settings()
+    try:
+        settings.split_ansible_args(args.ansible_args)
+    except ValueError as exc:
+        raise errors.ConfigurationError(f"--ansible-args {args.ansible_args!r}: {exc}; quote it as a shell "
+                                        "would (the SDK strips one pair of wrapping single quotes)") from exc
     return settings.Settings(
         watches_file=args.watches_file.absolute(),
         kubeconfig=kubeconfig.absolute() if kubeconfig else None,
@@ -281,6 +311,7 @@ def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
         reconcile_period=args.reconcile_period,
         ansible_verbosity=args.ansible_verbosity,
         ansible_args=args.ansible_args,
+        ansible_debug_logs=parse_bool(environ.get("ANSIBLE_DEBUG_LOGS", ""), False),
         inject_owner_ref=args.inject_owner_ref,
         artifacts_dir=args.artifacts_dir.absolute(),  # runs have another working directory
         run_timeout=args.run_timeout,
