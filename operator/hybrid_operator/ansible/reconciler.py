@@ -28,7 +28,7 @@ from hybrid_operator.config.settings import Settings, split_ansible_args
 from hybrid_operator.config.values import annotation_duration
 from hybrid_operator.controller import conditions, triggers
 from hybrid_operator.controller.metrics import OperatorMetrics, gvk_label
-from hybrid_operator.controller.reconcile import Outcome, RunCancel
+from hybrid_operator.controller.reconcile import Outcome, OwnWrites, RunCancel
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
 
@@ -83,7 +83,7 @@ class AnsibleReconciler:
     def __init__(self, watch: AnsibleWatch, cluster: ClusterClient, runner: Runner, settings: Settings,
                  slots: asyncio.Semaphore, kubeconfig: Path, env: dict[str, str],
                  proxy: OwnerProxy | None = None, *, metrics: OperatorMetrics | None = None,
-                 cancel: RunCancel | None = None) -> None:
+                 cancel: RunCancel | None = None, own_writes: OwnWrites | None = None) -> None:
         self.watch = watch
         self.cluster = cluster
         self.runner = runner
@@ -94,6 +94,8 @@ class AnsibleReconciler:
         self.proxy = proxy
         self.metrics = metrics
         self.cancel = cancel or RunCancel()
+        #: the states of our CRs that our own writes produced (their watch events start nothing)
+        self.own_writes = own_writes if own_writes is not None else OwnWrites()
         self.gvk_label = gvk_label(watch.gvk.group, watch.gvk.version, watch.gvk.kind)
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
@@ -149,6 +151,7 @@ class AnsibleReconciler:
             updated = await asyncio.to_thread(self.cluster.set_finalizer, ref, obj, finalizer.name, True)
             if updated is None:
                 return Outcome()
+            self.own_writes.record(updated)
             obj = updated
         if self.watch.manage_status:
             obj = await self._write_status(ref, obj, lambda old: status.running(old, clock.now())) or obj
@@ -166,7 +169,7 @@ class AnsibleReconciler:
         if not result.succeeded:
             return await self._record(ref, obj, result, options, finalizer=True)
         fresh = await asyncio.to_thread(self.cluster.get, ref, objects.namespace(obj), objects.name(obj)) or obj
-        await asyncio.to_thread(self.cluster.set_finalizer, ref, fresh, finalizer.name, False)
+        self.own_writes.record(await asyncio.to_thread(self.cluster.set_finalizer, ref, fresh, finalizer.name, False))
         self._log_run(obj, result, "finalized", finalizer=True)
         artifacts.remove_artifacts(self.settings.artifacts_dir, obj)
         return Outcome()
@@ -286,7 +289,9 @@ class AnsibleReconciler:
         if patch is None:
             return current
         namespace, name = objects.key(current)
-        return await asyncio.to_thread(self.cluster.patch_status, ref, namespace, name, patch)
+        written = await asyncio.to_thread(self.cluster.patch_status, ref, namespace, name, patch)
+        self.own_writes.record(written)
+        return written
 
     def _log_output(self, obj: dict[str, Any], result: RunResult, verbosity: int) -> None:
         """Task output goes to the log: all of it with ``ANSIBLE_DEBUG_LOGS`` (as the SDK), its end at

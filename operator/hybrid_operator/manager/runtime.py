@@ -32,7 +32,7 @@ from hybrid_operator.config import model, watches
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.controller.controller import controller_names
 from hybrid_operator.controller.metrics import OperatorMetrics
-from hybrid_operator.controller.reconcile import Reconciler, RunCancel
+from hybrid_operator.controller.reconcile import OwnWrites, Reconciler, RunCancel
 from hybrid_operator.helm.client import HelmClient, HelmError, chart_digest, find_helm
 from hybrid_operator.helm.reconciler import HelmReconciler
 from hybrid_operator.kube.client import ClusterClient
@@ -73,13 +73,14 @@ async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig
 
 def _reconciler(watch: model.Watch, cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None,
                 settings: Settings, slots: asyncio.Semaphore, run_kubeconfig: Path,
-                env: dict[str, str], proxy: OwnerProxy, metrics: OperatorMetrics, cancel: RunCancel) -> Reconciler:
+                env: dict[str, str], proxy: OwnerProxy, metrics: OperatorMetrics, cancel: RunCancel,
+                own_writes: OwnWrites) -> Reconciler:
     if isinstance(watch, model.HelmWatch):
         assert helm is not None
         return HelmReconciler(watch, cluster, helm, settings, slots, chart_digest(watch.chart), metrics=metrics,
-                              cancel=cancel)
+                              cancel=cancel, own_writes=own_writes)
     return AnsibleReconciler(watch, cluster, runner, settings, slots, run_kubeconfig, env, proxy, metrics=metrics,
-                             cancel=cancel)
+                             cancel=cancel, own_writes=own_writes)
 
 
 def _elector(settings: Settings, cluster: ClusterClient, operator: Operator) -> LeaderElector:
@@ -142,8 +143,9 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
     proxy = OwnerProxy(connection, inject=settings.inject_owner_ref, on_child=child_written)
     await proxy.start()
     try:
+        own_writes = OwnWrites()
         reconcilers = [_reconciler(w, cluster, runner, helm, settings, slots, run_kubeconfig, env, proxy, metrics,
-                                   cancel) for w in loaded]
+                                   cancel, own_writes) for w in loaded]
         names = controller_names(loaded)
         readiness = health.Readiness(names, window=settings.readiness_window.total_seconds())
 
@@ -152,7 +154,7 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
                                        readiness)
 
         operator = Operator(settings, loaded, cluster, reconcilers, metrics=metrics, readiness=readiness,
-                                run_cancel=cancel, background=[probe])
+                            run_cancel=cancel, background=[probe], own_writes=own_writes)
         owners.append(operator)
         for watch, reconciler in zip(loaded, reconcilers, strict=True):
             if isinstance(reconciler, HelmReconciler):
