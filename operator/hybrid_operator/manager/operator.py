@@ -136,6 +136,8 @@ class Operator:
         controller = self._by_watch.get(id(watch))
         if controller is not None:
             await controller.on_event(event_type, body)
+            if self.metrics is not None:
+                self.metrics.resource_seen(watch.gvk, body, deleted=event_type == "DELETED")
 
     # -- metrics -------------------------------------------------------------------------------
 
