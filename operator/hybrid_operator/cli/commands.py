@@ -273,13 +273,20 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from hybrid_operator import errors
-    from hybrid_operator.config import model, watches
+    from hybrid_operator.config import automation, model, watches
 
+    environ = _environ(args)
     try:
-        loaded = watches.load(args.watches_file, _environ(args))
+        loaded = watches.load(args.watches_file, environ)
     except errors.ConfigurationError as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
+    problems = automation.check(loaded, args.watches_file.absolute().parent, environ)
+    if problems:
+        print(f"{args.watches_file}: {len(problems)} problem(s) in the automation it references:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
     for watch in loaded:
         if isinstance(watch, model.AnsibleWatch):
             target = f"playbook {watch.playbook}" if watch.playbook else f"role {watch.role}"
