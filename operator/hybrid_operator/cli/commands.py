@@ -152,6 +152,13 @@ def _operations_options(parser: argparse.ArgumentParser, bind_host: str = "") ->
     metrics, health = f"{bind_host}:8080", f"{bind_host}:8081"
     parser.add_argument("--metrics-bind-address", "--metrics-addr", default=metrics,
                         help=f"Prometheus /metrics address, host:port or :port; 0 turns it off (default {metrics})")
+    parser.add_argument("--metrics-secure", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                        help="serve /metrics over HTTPS with a self-signed certificate (default false)")
+    parser.add_argument("--metrics-require-rbac", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                        help="/metrics needs a bearer token allowed get on it: TokenReview + SubjectAccessReview "
+                             "(default false; use with --metrics-secure)")
+    parser.add_argument("--enable-http2", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                        help="accepted for the Operator SDK's command lines; the servers speak HTTP/1.1 only")
     parser.add_argument("--health-probe-bind-address", default=health,
                         help=f"/healthz and /readyz address; 0 turns it off (default {health})")
     parser.add_argument("--leader-elect", "--enable-leader-election", type=_bool, nargs="?", const=True,
@@ -327,6 +334,8 @@ def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
         helm_manifest_digest=args.helm_manifest_digest,
         helm_timeout=args.helm_timeout,
         metrics_bind_address=args.metrics_bind_address,
+        metrics_secure=args.metrics_secure,
+        metrics_require_rbac=args.metrics_require_rbac,
         health_probe_bind_address=args.health_probe_bind_address,
         leader_elect=args.leader_elect,
         leader_election_id=args.leader_election_id or environ.get("OPERATOR_NAME") or defaults.leader_election_id,

@@ -57,6 +57,11 @@ class Settings:
     helm_timeout: timedelta = timedelta(minutes=5)
     #: ``--metrics-bind-address``: Prometheus ``/metrics`` (default ``:8080``; ``0`` turns it off).
     metrics_bind_address: str = ":8080"
+    #: ``--metrics-secure``: ``/metrics`` over HTTPS with a self-signed certificate (as the SDK).
+    metrics_secure: bool = False
+    #: ``--metrics-require-rbac``: ``/metrics`` needs a bearer token allowed ``get`` on it (TokenReview +
+    #: SubjectAccessReview, as controller-runtime's filter).
+    metrics_require_rbac: bool = False
     #: ``--health-probe-bind-address``: ``/healthz`` and ``/readyz`` (default ``:8081``; ``0`` turns it off).
     health_probe_bind_address: str = ":8081"
     #: ``--leader-elect``: only the holder of a Lease reconciles; the other replicas stand by.

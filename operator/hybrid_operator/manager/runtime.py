@@ -39,6 +39,7 @@ from hybrid_operator.kube.client import ClusterClient
 from hybrid_operator.manager import health, leader
 from hybrid_operator.manager.leader import ElectionConfig, LeaderElector
 from hybrid_operator.manager.metrics import metrics_app, user_metrics_app
+from hybrid_operator.manager.metrics_security import RbacFilter, self_signed_context
 from hybrid_operator.manager.operator import Operator
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
         if settings.leader_elect:
             elector = operator.elector = _elector(settings, cluster, operator)
             readiness.election = lambda: elector.leading or elector.healthy()
-        servers.append(await health.serve(metrics_app(metrics.render), settings.metrics_bind_address, "metrics"))
+        servers.append(await _serve_metrics(settings, cluster, metrics))
         servers.append(await health.serve(health.health_app(readiness), settings.health_probe_bind_address,
                                           "health"))
         loop = asyncio.get_running_loop()
@@ -178,6 +179,17 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
     finally:
         await proxy.stop()
     return 0
+
+
+async def _serve_metrics(settings: Settings, cluster: ClusterClient, metrics: OperatorMetrics) -> web.AppRunner | None:
+    """``/metrics`` on ``--metrics-bind-address``: HTTPS with ``--metrics-secure``, behind the token review and
+    access review of ``--metrics-require-rbac`` (docs/operations.md)."""
+    middlewares = [RbacFilter(cluster).middleware] if settings.metrics_require_rbac else []
+    if settings.metrics_require_rbac and not settings.metrics_secure:
+        log.warning("--metrics-require-rbac without --metrics-secure: bearer tokens travel in clear text")
+    context = self_signed_context() if settings.metrics_secure else None
+    return await health.serve(metrics_app(metrics.render, middlewares), settings.metrics_bind_address, "metrics",
+                              ssl_context=context)
 
 
 def serve(settings: Settings, loaded: list[model.Watch], companions: Sequence[Companion] = ()) -> int:
