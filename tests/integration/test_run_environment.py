@@ -237,3 +237,21 @@ def test_unbalanced_ansible_args_stop_the_operator_at_startup(tmp_path: Path) ->
     args = build_parser().parse_args(["run", "--ansible-args", "--extra-vars 'a=1"])
     with pytest.raises(errors.ConfigurationError, match="--ansible-args"):
         _settings(args, None)
+
+
+async def test_community_kubernetes_names_resolve_to_kubernetes_core(
+        runner: AnsibleRunner, tmp_path: Path, home: Path) -> None:
+    """Older SDK scaffolds required community.kubernetes (not on PyPI, Galaxy unreachable): we ship its redirects."""
+    playbook = write(tmp_path / "project" / "old.yml", """
+- hosts: localhost
+  gather_facts: no
+  collections: [community.kubernetes]
+  tasks:
+    - community.kubernetes.k8s_info: {kind: Namespace, kubeconfig: /nonexistent/kubeconfig}
+""")
+    watches_file = write(tmp_path / "project" / "watches.yaml", "[]\n")
+    result = await runner.run(request(AnsibleWatch(gvk=GVK, playbook=playbook), tmp_path,
+                                      env_for(watches_file, {"HOME": str(home)})))
+    assert not result.succeeded
+    assert "couldn't resolve module" not in result.failure_message.lower()
+    assert result.failed_tasks and "kubeconfig" in result.failure_message.lower(), result.failure_message
