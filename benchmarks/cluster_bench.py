@@ -364,7 +364,8 @@ async def measure_list(endpoint: Endpoint, runs: int, expected: int) -> float:
             async with client.get(CONFIGMAPS) as response:
                 body = await expect(response, 200)
             timings.append((time.perf_counter() - began) * 1000)
-        count = len(json.loads(body)["items"])
+        # every namespace of a cluster also holds its kube-root-ca.crt ConfigMap (the naive server's does not)
+        count = sum(1 for item in json.loads(body)["items"] if item["metadata"]["name"] != "kube-root-ca.crt")
         if count != expected:
             raise RuntimeError(f"LIST returned {count} items, expected {expected}")
         return statistics.median(timings)

@@ -8,7 +8,7 @@ playbooks did read back with kubectl.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,8 @@ def successful(cluster: Cluster, *ref: str) -> dict[str, Any] | None:
 
 
 def e2e_cr(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "e2e.hybrid.dev/v1", "kind": kind, "metadata": {"name": name, "namespace": "default"},
-            "spec": spec}
+    """A CR for the test's namespace (kubectl puts it there: the context's namespace)."""
+    return {"apiVersion": "e2e.hybrid.dev/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
 # -- the repository's own kinds: a role and a playbook side by side ----------------------------------
@@ -42,19 +42,24 @@ def e2e_cr(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
 def test_website_role_and_realibox_playbook_lifecycle(cluster: Cluster, start_operator: StartOperator) -> None:
     cluster.kubectl("apply", "-f", str(REPO / "config" / "crd"))
     operator = start_operator(cluster, REPO / "watches.yaml")
-    cluster.kubectl("apply", "-f", str(REPO / "config" / "samples"))
+    # the two samples checked here (the other kinds' samples have their own tests)
+    samples = REPO / "config" / "samples"
+    cluster.kubectl("apply", "-f", str(samples / "web_v1alpha1_website.yaml"),
+                    "-f", str(samples / "test_v1_realibox.yaml"))
 
     site = wait_for(lambda: successful(cluster, "website", "hello"), "Website hello to succeed")
     running = condition(site, "Running")
     assert running is not None and running["reason"] == "Successful"
     assert running["message"] == "Awaiting next reconciliation"
     result = running["ansibleResult"]
-    assert result["failures"] == 0 and result["ok"] >= 3 and result["changed"] >= 2
+    # the first run changes things; the deployment controller then annotates the new Deployment (its revision),
+    # a dependent change that brings one more run, which changes nothing (as on a real cluster): either may show
+    assert result["failures"] == 0 and result["ok"] >= 3
     failure = condition(site, "Failure")
     assert failure is not None and failure["status"] == "False"
     assert site["status"]["observedGeneration"] == 1
     # custom status written by the role through operator_sdk.util.k8s_status survives the conditions update
-    assert site["status"]["url"] == "http://hello-web.default"
+    assert site["status"]["url"] == f"http://hello-web.{cluster.namespace}"
     assert site["status"]["replicas"] == 2
 
     deployment = cluster.get_json("deployment", "hello-web")
@@ -100,19 +105,27 @@ def test_website_role_and_realibox_playbook_lifecycle(cluster: Cluster, start_op
     assert [e["involvedObject"]["name"] for e in goodbye["items"]] == ["hello"]
     finalizer_runs = [r for r in operator.runs("hello", "Website") if r.get("finalizer")]
     assert len(finalizer_runs) == 1 and finalizer_runs[0]["outcome"] == "finalized"
-    website_dir = operator.artifacts / "web.example.com" / "v1alpha1" / "Website" / "default" / "hello"
+    website_dir = operator.artifacts / "web.example.com" / "v1alpha1" / "Website" / cluster.namespace / "hello"
     wait_for(lambda: not website_dir.exists(), "the deleted CR's artifacts to be removed")
 
 
 # -- failures, status from playbooks, unsafe values ----------------------------------------------------
 
 
-@pytest.fixture
-def fixture_kinds(cluster: Cluster, start_operator: StartOperator) -> OperatorProcess:
+@pytest.fixture(scope="module")
+def fixture_operator(shared_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    """One operator for the fixture kinds, watching every namespace: each test's CRs live in its own."""
     for kind in ("Failing", "Broken", "Reporter", "Echo"):
-        apply(cluster, open_crd(kind))
-    cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=30s")
-    return start_operator(cluster, FIXTURES / "watches.yaml")
+        apply(shared_cluster, open_crd(kind))
+    shared_cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=30s")
+    process = OperatorProcess(shared_cluster, FIXTURES / "watches.yaml", tmp_path_factory.mktemp("fixture-kinds"))
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def fixture_kinds(cluster: Cluster, fixture_operator: OperatorProcess) -> OperatorProcess:
+    return fixture_operator
 
 
 def test_failing_task_sets_failure_posts_event_and_backs_off(cluster: Cluster,
@@ -200,7 +213,7 @@ def test_artifacts_are_rotated_and_removed_with_the_cr(cluster: Cluster, fixture
             "observedGeneration") == i + 2, f"run {index + 2} of r2")
     runs = fixture_kinds.runs("r2", "Reporter")
     assert len(runs) >= 4
-    directory = fixture_kinds.artifacts / "e2e.hybrid.dev" / "v1" / "Reporter" / "default" / "r2" / "artifacts"
+    directory = fixture_kinds.artifacts / "e2e.hybrid.dev" / "v1" / "Reporter" / cluster.namespace / "r2" / "artifacts"
     kept = [p for p in directory.iterdir() if p.is_dir()]
     assert 1 <= len(kept) <= 2, f"maxRunnerArtifacts: 2 keeps at most 2 run directories, found {len(kept)}"
     cluster.kubectl("delete", "reporter", "r2")

@@ -42,7 +42,7 @@ def ready_at(cluster: Cluster, generation: int, name: str = NAME) -> dict[str, A
 
 def database(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "example.com/v1", "kind": "Database",
-            "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+            "metadata": {"name": name}, "spec": spec}
 
 
 def statefulset(cluster: Cluster) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def preview(cluster: Cluster, document: dict[str, Any], tmp_path: Path) -> subpr
     path = tmp_path / "cr.yaml"
     path.write_text(yaml.safe_dump(document))
     return subprocess.run([sys.executable, "-m", "hybrid_operator.cli", "preview", "-f", str(path),
-                           "--watches-file", str(REPO / "watches.yaml")],
+                           "--watches-file", str(REPO / "watches.yaml"), "--namespace", cluster.namespace],
                           env=cluster.env(), cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -73,7 +73,7 @@ def test_database_replicas_change_prints_the_statefulset_diff_and_changes_nothin
     before = versions(reconciled)
     result = preview(reconciled, sample(DATABASE, replicas=3), tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "~ update apps/v1 StatefulSet default/orders" in result.stdout
+    assert f"~ update apps/v1 StatefulSet {reconciled.namespace}/orders" in result.stdout
     assert "-  replicas: 1" in result.stdout and "+  replicas: 3" in result.stdout
     assert "ConfigMap" not in result.stdout, "only what changes is listed"
     assert versions(reconciled) == before
@@ -87,7 +87,7 @@ def test_memcached_size_change_and_unchanged(reconciled: Cluster, tmp_path: Path
     assert unchanged.returncode == 0, unchanged.stdout + unchanged.stderr
     changed = preview(reconciled, sample(MEMCACHED, size=4), tmp_path)
     assert changed.returncode == 1, changed.stdout + changed.stderr
-    assert "~ update apps/v1 Deployment default/memcached-sample" in changed.stdout
+    assert f"~ update apps/v1 Deployment {reconciled.namespace}/memcached-sample" in changed.stdout
     assert "-  replicas: 2" in changed.stdout and "+  replicas: 4" in changed.stdout
     assert versions(reconciled) == before
 
@@ -97,7 +97,8 @@ def test_new_database_lists_what_would_be_created(reconciled: Cluster, tmp_path:
     document["metadata"] = {"name": "fresh"}
     result = preview(reconciled, document, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    for kind in ("ConfigMap default/fresh-config", "Service default/fresh", "StatefulSet default/fresh"):
+    ns = reconciled.namespace
+    for kind in (f"ConfigMap {ns}/fresh-config", f"Service {ns}/fresh", f"StatefulSet {ns}/fresh"):
         assert f"+ create {'apps/v1' if kind.startswith('StatefulSet') else 'v1'} {kind}" in result.stdout
     assert get_or_none(reconciled, "statefulset", "fresh") is None
     assert get_or_none(reconciled, "database", "fresh") is None

@@ -69,9 +69,11 @@ def test_make_manifests_is_up_to_date_after_create_api(project: Path, env: dict[
 
 @pytest.fixture
 def up(project: Path, workdir: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
+    # metrics and probes on free ports: :8080/:8081 may be taken by anything else on the machine
     command = [HYBRID, "--log-format", "json", "up", "--port", str(free_port()), "--data-dir",
                str(workdir / "cluster"), "--kubeconfig", env["KUBECONFIG"], "--artifacts-dir",
-               str(workdir / "runner"), "--no-summary"]
+               str(workdir / "runner"), "--no-summary",
+               "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"]
     with (workdir / "up.log").open("ab") as log:
         process = subprocess.Popen(command, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

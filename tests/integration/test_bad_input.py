@@ -116,6 +116,19 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A quiet cluster: without the simulated node nothing writes in the background (the node's Lease
+    renewals would move the global resourceVersion the snapshots compare)."""
+    instance = Cluster(tmp_path_factory.mktemp("cluster"), extra_args=("--no-simulated-node",))
+    instance.start()
+    try:
+        yield instance
+    finally:
+        if instance.process is not None:
+            instance.stop()
+
+
+@pytest.fixture(scope="module")
 def state(shared_cluster: Cluster) -> Iterator[dict[str, Any]]:
     """Namespace ``bad`` with ConfigMap ``existing`` (modified once) and the Database ``orders``."""
     c = shared_cluster

@@ -29,6 +29,12 @@ MANIFEST_DIRS = [str(CONFIG / d) for d in ("crd", "rbac", "manager")]
 NAMESPACE = "hybrid-operator-system"
 
 
+@pytest.fixture
+def cluster(own_cluster: Cluster) -> Cluster:
+    """A server of each test's own: they apply and delete the project's CRDs, which every namespace sees."""
+    return own_cluster
+
+
 def documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 

@@ -38,8 +38,8 @@ def write_chart(root: Path, name: str, template: str) -> Path:
     return chart
 
 
-def release_secret(cluster: Cluster, name: str, revision: int, namespace: str = "default") -> dict[str, object]:
-    return dict(cluster.get_json("secret", f"sh.helm.release.v1.{name}.v{revision}", "-n", namespace))
+def release_secret(cluster: Cluster, name: str, revision: int) -> dict[str, object]:
+    return dict(cluster.get_json("secret", f"sh.helm.release.v1.{name}.v{revision}", "-n", cluster.namespace))
 
 
 def craft_pending(cluster: Cluster, name: str, revision: int, state: str) -> None:
@@ -51,7 +51,7 @@ def craft_pending(cluster: Cluster, name: str, revision: int, state: str) -> Non
     encoded = base64.b64encode(gzip.compress(json.dumps(release).encode())).decode()
     labels = {**secret["metadata"]["labels"], "status": state, "version": str(revision + 1)}  # type: ignore[index]
     document = {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
-                "metadata": {"name": f"sh.helm.release.v1.{name}.v{revision + 1}", "namespace": "default",
+                "metadata": {"name": f"sh.helm.release.v1.{name}.v{revision + 1}", "namespace": cluster.namespace,
                              "labels": labels},
                 "stringData": {"release": encoded}}
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps(document))
@@ -83,50 +83,52 @@ def test_error_message_drops_prefix_and_log_lines() -> None:
 
 async def test_install_reads_and_upgrade_with_reset_values(shared_cluster: Cluster) -> None:
     h = client(shared_cluster)
-    installed = await h.install("alpha", "default", MEMCACHED, {"size": 2},
+    ns = shared_cluster.namespace
+    installed = await h.install("alpha", ns, MEMCACHED, {"size": 2},
                                 ActionOptions(labels={"hybrid-operator.dev/inputs": "abc-r1"}, description="first"))
     assert (installed.revision, installed.status) == (1, "deployed")
     assert "replicas: 2" in installed.manifest and "runs 2 replica(s)" in installed.notes
-    info = await h.info("alpha", "default")
+    info = await h.info("alpha", ns)
     assert (info.revision, info.status, info.chart, info.apply_method) == (1, "deployed", "memcached", "ssa")
     assert info.labels["hybrid-operator.dev/inputs"] == "abc-r1"
-    assert await h.manifest("alpha", "default") == installed.manifest
-    assert [(r.revision, r.status, r.description) for r in await h.history("alpha", "default")] == \
+    assert await h.manifest("alpha", ns) == installed.manifest
+    assert [(r.revision, r.status, r.description) for r in await h.history("alpha", ns)] == \
         [(1, "deployed", "first")]
 
-    candidate = await h.upgrade("alpha", "default", MEMCACHED, {"size": 2}, dry_run="client")
+    candidate = await h.upgrade("alpha", ns, MEMCACHED, {"size": 2}, dry_run="client")
     assert candidate.manifest == installed.manifest
-    assert len(await h.history("alpha", "default")) == 1, "a dry-run makes no revision"
+    assert len(await h.history("alpha", ns)) == 1, "a dry-run makes no revision"
 
     # empty values really reset to the chart's defaults (no --reuse-values behaviour)
-    upgraded = await h.upgrade("alpha", "default", MEMCACHED, {})
+    upgraded = await h.upgrade("alpha", ns, MEMCACHED, {})
     assert upgraded.revision == 2 and "replicas: 1" in upgraded.manifest
     assert shared_cluster.get_json("deployment", "alpha")["spec"]["replicas"] == 1
-    assert await h.manifest("alpha", "default", 1) == installed.manifest
-    assert await h.uninstall("alpha", "default") is True
-    assert await h.uninstall("alpha", "default") is False
+    assert await h.manifest("alpha", ns, 1) == installed.manifest
+    assert await h.uninstall("alpha", ns) is True
+    assert await h.uninstall("alpha", ns) is False
 
 
 async def test_errors_are_classified(shared_cluster: Cluster, tmp_path: Path) -> None:
     h = client(shared_cluster)
+    ns = shared_cluster.namespace
     with pytest.raises(HelmError) as missing:
-        await h.info("nothing-here", "default")
+        await h.info("nothing-here", ns)
     assert missing.value.kind is HelmErrorKind.NOT_FOUND
 
     bad = write_chart(tmp_path, "bad", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n"
                                        "data:\n  size: {{ required \"size is required\" .Values.size | quote }}\n")
     with pytest.raises(HelmError) as render:
-        await h.install("beta", "default", bad, {})
+        await h.install("beta", ns, bad, {})
     assert render.value.kind is HelmErrorKind.RENDER
     assert "size is required" in render.value.message and not render.value.message.startswith("Error:")
 
-    await h.install("beta", "default", bad, {"size": 1})
+    await h.install("beta", ns, bad, {"size": 1})
     craft_pending(shared_cluster, "beta", 1, "pending-upgrade")
     with pytest.raises(HelmError) as busy:
-        await h.upgrade("beta", "default", bad, {"size": 2}, dry_run="client")
+        await h.upgrade("beta", ns, bad, {"size": 2}, dry_run="client")
     assert busy.value.kind is HelmErrorKind.IN_PROGRESS
-    await h.rollback("beta", "default", 1)
-    assert [(r.revision, r.status) for r in await h.history("beta", "default")] == \
+    await h.rollback("beta", ns, 1)
+    assert [(r.revision, r.status) for r in await h.history("beta", ns)] == \
         [(1, "superseded"), (2, "pending-upgrade"), (3, "deployed")]
 
     config = yaml.safe_load(shared_cluster.kubeconfig.read_text())
@@ -134,27 +136,29 @@ async def test_errors_are_classified(shared_cluster: Cluster, tmp_path: Path) ->
     unreachable = tmp_path / "unreachable"
     unreachable.write_text(yaml.safe_dump(config))
     with pytest.raises(HelmError) as down:
-        await HelmClient(find_binary("helm"), unreachable, env=shared_cluster.env()).info("beta", "default")
+        await HelmClient(find_binary("helm"), unreachable, env=shared_cluster.env()).info("beta", ns)
     assert down.value.kind is HelmErrorKind.UNREACHABLE
 
 
 async def test_force_maps_to_force_replace_with_client_side_apply(shared_cluster: Cluster) -> None:
     h = client(shared_cluster)
-    await h.install("gamma", "default", DEMO, {})
-    forced = await h.upgrade("gamma", "default", DEMO, {"replicas": 2}, ActionOptions(force=True))
+    ns = shared_cluster.namespace
+    await h.install("gamma", ns, DEMO, {})
+    forced = await h.upgrade("gamma", ns, DEMO, {"replicas": 2}, ActionOptions(force=True))
     assert forced.status == "deployed"
-    assert (await h.info("gamma", "default")).apply_method == "csa"
-    await h.rollback("gamma", "default", 1, ActionOptions(force=True))
-    assert [r.status for r in await h.history("gamma", "default")] == ["superseded", "superseded", "deployed"]
+    assert (await h.info("gamma", ns)).apply_method == "csa"
+    await h.rollback("gamma", ns, 1, ActionOptions(force=True))
+    assert [r.status for r in await h.history("gamma", ns)] == ["superseded", "superseded", "deployed"]
     assert shared_cluster.get_json("deployment", "gamma-web")["spec"]["replicas"] == 1
 
 
 async def test_history_max_bounds_revisions(shared_cluster: Cluster) -> None:
     h = client(shared_cluster, history_max=2)
-    await h.install("delta", "default", DEMO, {})
+    ns = shared_cluster.namespace
+    await h.install("delta", ns, DEMO, {})
     for replicas in (2, 3, 4):
-        await h.upgrade("delta", "default", DEMO, {"replicas": replicas})
-    assert [r.revision for r in await h.history("delta", "default")] == [3, 4]
+        await h.upgrade("delta", ns, DEMO, {"replicas": replicas})
+    assert [r.revision for r in await h.history("delta", ns)] == [3, 4]
 
 
 async def test_a_hanging_helm_is_stopped_at_the_deadline(tmp_path: Path) -> None:
@@ -179,13 +183,14 @@ async def test_chart_digest_and_show_chart(shared_cluster: Cluster, tmp_path: Pa
 
 async def test_server_dry_run_lets_lookup_see_the_cluster(shared_cluster: Cluster, tmp_path: Path) -> None:
     h = client(shared_cluster)
+    ns = shared_cluster.namespace
     chart = write_chart(tmp_path, "looker", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: looker\ndata:\n"
                                             "  {{- $ns := lookup \"v1\" \"Namespace\" \"\" \"default\" }}\n"
                                             "  seen: {{ if $ns }}{{ $ns.metadata.name | quote }}{{ else }}\"nothing\""
                                             "{{ end }}\n")
-    installed = await h.install("looker", "default", chart, {})
+    installed = await h.install("looker", ns, chart, {})
     assert 'seen: "default"' in installed.manifest
-    client_side = await h.upgrade("looker", "default", chart, {}, dry_run="client")
-    server_side = await h.upgrade("looker", "default", chart, {}, dry_run="server")
+    client_side = await h.upgrade("looker", ns, chart, {}, dry_run="client")
+    server_side = await h.upgrade("looker", ns, chart, {}, dry_run="server")
     assert 'seen: "nothing"' in client_side.manifest
     assert server_side.manifest == installed.manifest

@@ -39,8 +39,10 @@ def as_yaml(obj: dict[str, Any]) -> str:
 
 
 def apply(cluster: Cluster, obj: dict[str, Any], *flags: str, check: bool = True,
-          namespace: str = "default") -> subprocess.CompletedProcess[str]:
-    return cluster.kubectl("apply", "-n", namespace, *flags, "-f", "-", input_text=as_yaml(obj), check=check)
+          namespace: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply -n`` the module's namespace (or ``namespace``)."""
+    return cluster.kubectl("apply", "-n", namespace or cluster.namespace, *flags, "-f", "-", input_text=as_yaml(obj),
+                           check=check)
 
 
 def named(obj: dict[str, Any], name: str) -> dict[str, Any]:
@@ -108,6 +110,7 @@ class Background:
 
     def finish(self, timeout: float = 30.0) -> int:
         code = self.process.wait(timeout=timeout)
+        self.reader.join(timeout=10)  # the last lines may still be on their way to the queue
         while not self.lines.empty():
             self.seen.append(self.lines.get())
         return code
@@ -222,7 +225,7 @@ def test_describe_deployment_shows_defaults_and_events(kube: Cluster) -> None:
     uid = kube.get_json("deploy", "described")["metadata"]["uid"]
     event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "described.scaled"},
              "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "described",
-                                "namespace": "default", "uid": uid},
+                                "namespace": kube.namespace, "uid": uid},
              "reason": "ScalingReplicaSet", "message": "Scaled up replica set described-1 to 1",
              "type": "Normal", "source": {"component": "deployment-controller"}, "count": 1,
              "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z"}

@@ -21,6 +21,7 @@ from kubernetes.dynamic import DynamicClient
 
 from support.cluster import Cluster
 
+ROOT_CA = "kube-root-ca.crt"  # every namespace has it, as in kube
 pytestmark = pytest.mark.integration
 
 MANIFESTS = Path(__file__).parent / "manifests"
@@ -76,7 +77,7 @@ def test_core_v1_configmap_lifecycle(api_client: client.ApiClient, namespace: st
     assert fetched.metadata.resource_version == created.metadata.resource_version
 
     listed = core.list_namespaced_config_map(namespace)
-    assert [item.metadata.name for item in listed.items] == ["settings"]
+    assert [item.metadata.name for item in listed.items] == ["kube-root-ca.crt", "settings"]
     assert int(listed.metadata.resource_version) >= int(created.metadata.resource_version)
 
     fetched.data = {"color": "green"}
@@ -101,6 +102,8 @@ def test_apps_v1_deployment_lifecycle(api_client: client.ApiClient, namespace: s
     assert created.metadata.generation == 1
     assert created.spec.strategy.type == "RollingUpdate"  # server-side defaulting
 
+    # the deployment controller annotates and reports on a new Deployment: read it once that settled
+    shared_cluster.kubectl("rollout", "status", "-n", namespace, "deployment/web", "--timeout=30s")
     current = apps.read_namespaced_deployment("web", namespace)
     current.spec.template.spec.containers[0].image = "nginx:1.26"
     replaced = apps.replace_namespaced_deployment("web", namespace, current)
@@ -136,7 +139,7 @@ def test_label_selectors(api_client: client.ApiClient, namespace: str, selector:
                          ("c", {"app": "other"}), ("d", {})]:
         core.create_namespaced_config_map(namespace, configmap(name, labels))
     found = core.list_namespaced_config_map(namespace, label_selector=selector)
-    assert sorted(item.metadata.name for item in found.items) == expected
+    assert sorted(item.metadata.name for item in found.items if item.metadata.name != ROOT_CA) == expected
 
 
 def test_custom_objects_create_patch_and_status(api_client: client.ApiClient, namespace: str,
@@ -173,7 +176,8 @@ def test_watch_stream_sees_added_modified_deleted(api_client: client.ApiClient, 
     ]
     seen: list[tuple[str, str, dict[str, str] | None]] = []
     watcher = watch.Watch()
-    for event in watcher.stream(core.list_namespaced_config_map, namespace, timeout_seconds=20):
+    for event in watcher.stream(core.list_namespaced_config_map, namespace, timeout_seconds=20,
+                                field_selector=f"metadata.name!={ROOT_CA}"):
         seen.append((event["type"], event["object"].metadata.name, event["object"].data))
         if not steps:
             watcher.stop()

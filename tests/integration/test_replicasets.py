@@ -102,8 +102,18 @@ def test_deployment_gets_an_owned_ready_replica_set(shared_cluster: Cluster, ns:
                            "--timeout=20s")
     progressing = {c["type"]: c for c in shared_cluster.get_json("deployment", "web", "-n", ns)["status"]["conditions"]}
     assert progressing["Progressing"]["message"] == f'ReplicaSet "web-{template_hash}" has successfully progressed.'
-    pods = shared_cluster.kubectl("get", "pods", "-n", ns, "-o", "name").stdout
-    assert pods.strip() == "", "the fake controller creates no pods"
+    [pod] = shared_cluster.get_json("pods", "-n", ns)["items"]
+    assert pod["metadata"]["name"].startswith(f"web-{template_hash}-")
+    assert len(pod["metadata"]["name"]) == len(f"web-{template_hash}-") + 5
+    assert pod["metadata"]["labels"] == {"app": "web", "tier": "front", HASH: template_hash}
+    assert pod["metadata"]["ownerReferences"] == [{
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs["metadata"]["name"], "uid": rs["metadata"]["uid"],
+        "controller": True, "blockOwnerDeletion": True}]
+    assert pod["status"]["phase"] == "Running"
+    deploy = shared_cluster.get_json("deployment", "web", "-n", ns)
+    assert deploy["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "1"
+    events = shared_cluster.get_json("events", "-n", ns, "--field-selector", "reason=ScalingReplicaSet")["items"]
+    assert [e["message"] for e in events] == [f"Scaled up replica set web-{template_hash} from 0 to 1"]
 
 
 def test_scaling_the_deployment_scales_its_replica_set(shared_cluster: Cluster, ns: str) -> None:

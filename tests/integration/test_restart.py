@@ -26,6 +26,12 @@ DB = f"/apis/example.com/v1/namespaces/{NS}/databases"
 CM = f"/api/v1/namespaces/{NS}/configmaps"
 
 
+@pytest.fixture
+def cluster(own_cluster: Cluster) -> Cluster:
+    """A server of each test's own: they stop, kill and restart it."""
+    return own_cluster
+
+
 def post(c: Cluster, path: str, body: dict[str, Any]) -> dict[str, Any]:
     answer = raw_request(c, "POST", path, body)
     assert answer.status == 201, answer.body
@@ -87,7 +93,7 @@ def test_sigterm_restart_keeps_objects_versions_crds_and_credentials(cluster: Cl
     assert_all_back(cluster, before)
     assert_crd_served(cluster)
     out = cluster.kubectl("get", "configmaps", "-n", NS, "-o", "jsonpath={.items[*].metadata.name}").stdout
-    assert out.split() == ["cm-0", "cm-1", "cm-2"]
+    assert out.split() == ["cm-0", "cm-1", "cm-2", "kube-root-ca.crt"]
     cluster.kubectl("create", "configmap", "after", "-n", NS, "--from-literal=a=b")
     fresh = get(cluster, f"{CM}/after")
     assert int(fresh["metadata"]["resourceVersion"]) > last_rv

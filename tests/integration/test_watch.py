@@ -38,9 +38,16 @@ def wc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             instance.stop()
 
 
+ROOT_CA = "kube-root-ca.crt"  # every namespace's CA bundle, which these watches leave out
+
+
 def namespace(c: Cluster, name: str) -> str:
     answer = raw_request(c, "POST", "/api/v1/namespaces", {"metadata": {"name": name}})
     assert answer.status == 201, answer.body
+    deadline = time.monotonic() + 10
+    while raw_request(c, "GET", f"{cms(name)}/{ROOT_CA}").status != 200:
+        assert time.monotonic() < deadline, f"no {ROOT_CA} in {name}"
+        time.sleep(0.05)
     return name
 
 
@@ -75,6 +82,7 @@ def list_rv(c: Cluster, ns: str) -> str:
 
 
 def watch(c: Cluster, ns: str, **query: str) -> RawWatch:
+    query.setdefault("fieldSelector", f"metadata.name!={ROOT_CA}")
     return RawWatch(c, f"{cms(ns)}?{urlencode({'watch': 'true', **query})}")
 
 

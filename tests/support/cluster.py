@@ -36,7 +36,11 @@ def find_binary(name: str) -> str:
 
 
 class Cluster:
-    """A running `hybrid-operator cluster` process and the clients pointed at it."""
+    """A running `hybrid-operator cluster` process and the clients pointed at it.
+
+    :meth:`view` gives the same server seen from one namespace (its own HOME and kubeconfig, whose
+    context names the namespace): that is how tests share one server (see tests/conftest.py).
+    """
 
     def __init__(self, workdir: Path, port: int | None = None, extra_args: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
@@ -48,6 +52,23 @@ class Cluster:
         self.extra_args = extra_args
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / "cluster.log"
+        #: where kubectl and helm put what names no namespace (the kubeconfig context's namespace)
+        self.namespace = "default"
+        #: a view of a server started elsewhere: it cannot be stopped or restarted from here
+        self.shared = False
+
+    def view(self, workdir: Path, namespace: str) -> Cluster:
+        """This server seen from ``namespace``: kubectl and helm default to it; stop/start are refused."""
+        seen = Cluster(workdir, port=self.port)
+        seen.data_dir, seen.log_path = self.data_dir, self.log_path
+        seen.namespace, seen.shared = namespace, True
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        for context in config["contexts"]:
+            context["context"]["namespace"] = namespace
+        workdir.mkdir(parents=True, exist_ok=True)
+        seen.kubeconfig.write_text(yaml.safe_dump(config))
+        seen.kubeconfig.chmod(0o600)
+        return seen
 
     @property
     def url(self) -> str:
@@ -67,6 +88,7 @@ class Cluster:
         return env
 
     def start(self, timeout: float = 30.0) -> None:
+        assert not self.shared, "a view of a shared cluster cannot be (re)started: use the own_cluster fixture"
         if self.kubeconfig.exists():
             self.kubeconfig.unlink()
         command = [sys.executable, "-m", "hybrid_operator.cli", "cluster", "--port", str(self.port),
@@ -82,6 +104,7 @@ class Cluster:
             time.sleep(0.05)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert not self.shared, "a view of a shared cluster cannot be stopped: use the own_cluster fixture"
         assert self.process is not None
         self.process.send_signal(sig)
         code = self.process.wait(timeout=20)
@@ -204,3 +227,68 @@ class RawWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# -- namespaces on a shared cluster ------------------------------------------------------------------
+
+
+def namespace_names(cluster: Cluster) -> set[str]:
+    answer = raw_request(cluster, "GET", "/api/v1/namespaces")
+    assert answer.status == 200, answer.body
+    return {str(item["metadata"]["name"]) for item in answer.json()["items"]}
+
+
+def create_namespace(cluster: Cluster, name: str) -> None:
+    answer = raw_request(cluster, "POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    assert answer.status == 201, f"namespace {name}: {answer.status} {answer.body!r}"
+
+
+def namespaced_collections(cluster: Cluster) -> list[str]:
+    """The collection path of every listable namespaced resource, with ``{namespace}`` to fill in."""
+    found: list[str] = []
+
+    def add(prefix: str) -> None:
+        answer = raw_request(cluster, "GET", prefix)
+        if answer.status != 200:
+            return
+        for resource in answer.json().get("resources", []):
+            if resource.get("namespaced") and "/" not in resource["name"] and "list" in resource.get("verbs", []):
+                found.append(f"{prefix}/namespaces/{{namespace}}/{resource['name']}")
+
+    add("/api/v1")
+    for group in raw_request(cluster, "GET", "/apis").json().get("groups", []):
+        add(f"/apis/{group['preferredVersion']['groupVersion']}")
+    return found
+
+
+def drop_finalizers(cluster: Cluster, namespace: str) -> None:
+    """Remove every finalizer in ``namespace``: the operators that would have handled them are gone."""
+    for collection in namespaced_collections(cluster):
+        path = collection.format(namespace=namespace)
+        answer = raw_request(cluster, "GET", path)
+        if answer.status != 200:
+            continue
+        for item in answer.json().get("items", []):
+            if item["metadata"].get("finalizers"):
+                raw_request(cluster, "PATCH", f"{path}/{item['metadata']['name']}",
+                            {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")
+
+
+def delete_namespaces(cluster: Cluster, names: set[str] | list[str], timeout: float = 120.0) -> None:
+    """Delete ``names`` and wait until they are gone, dropping finalizers that hold them after a moment."""
+    for name in names:
+        answer = raw_request(cluster, "DELETE", f"/api/v1/namespaces/{name}")
+        assert answer.status in (200, 202, 404, 409), f"delete namespace {name}: {answer.status} {answer.body!r}"
+    deadline = time.monotonic() + timeout
+    strip_at = time.monotonic() + 1.0
+    while True:
+        left = [name for name in names if raw_request(cluster, "GET", f"/api/v1/namespaces/{name}").status != 404]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"namespaces {left} were not deleted within {timeout}s")
+        if time.monotonic() >= strip_at:
+            for name in left:
+                drop_finalizers(cluster, name)
+            strip_at = time.monotonic() + 2.0
+        time.sleep(0.1)

@@ -1,4 +1,4 @@
-"""Built-in defaulting (Deployment, StatefulSet, Job, Service, pods, …) and cluster IP allocation."""
+"""Built-in defaulting (Deployment, StatefulSet, Job, Service, pods, …); cluster IPs are in test_serviceips.py."""
 
 from __future__ import annotations
 
@@ -7,10 +7,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.localcluster.errors import ApiError
 from hybrid_operator.localcluster.semantics.defaulting import (
-    RESERVED_CLUSTER_IPS,
-    allocate_cluster_ip,
     default_builtin,
     image_pull_policy,
 )
@@ -366,40 +363,6 @@ def test_service_types(spec: dict[str, Any], present: dict[str, Any], absent: li
         assert result[key] == value
     for key in absent:
         assert key not in result
-
-
-# --------------------------------------------------------------------------- cluster IPs
-
-
-def test_allocate_cluster_ip_is_sequential_without_seed() -> None:
-    used: set[str] = set()
-    first = allocate_cluster_ip(used)
-    used.add(first)
-    second = allocate_cluster_ip(used)
-    assert first == "10.43.0.2"
-    assert second == "10.43.0.3"
-
-
-def test_allocate_cluster_ip_skips_reserved_and_used() -> None:
-    used = {f"10.43.0.{i}" for i in range(2, 10)}
-    assert allocate_cluster_ip(used) == "10.43.0.11"
-    assert not RESERVED_CLUSTER_IPS & {allocate_cluster_ip(set(), seed=f"ns/svc{i}") for i in range(50)}
-
-
-def test_allocate_cluster_ip_with_seed_is_deterministic_and_in_range() -> None:
-    a = allocate_cluster_ip(set(), seed="default/web")
-    assert a == allocate_cluster_ip(set(), seed="default/web")
-    assert a.startswith("10.43.")
-    assert a not in ("10.43.0.0", "10.43.255.255")
-    assert allocate_cluster_ip({a}, seed="default/web") != a
-
-
-def test_allocate_cluster_ip_full_range() -> None:
-    used = {f"10.43.{i}.{j}" for i in range(256) for j in range(256)}
-    with pytest.raises(ApiError) as caught:
-        allocate_cluster_ip(used)
-    assert caught.value.code == 500
-    assert "range is full" in caught.value.message
 
 
 def test_secret_string_data_is_folded_into_data() -> None:

@@ -30,7 +30,9 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--kubeconfig", type=Path, default=Path(".hybrid/kubeconfig"),
                         help="kubeconfig written once the server accepts requests (default .hybrid/kubeconfig)")
     parser.add_argument("--no-controllers", action="store_true",
-                        help="turn off the fake readiness/garbage-collection/namespace controllers")
+                        help="turn off every controller (simulated node, garbage collection, namespaces, ...)")
+    parser.add_argument("--no-simulated-node", action="store_true",
+                        help="no Node and no Pods: workloads are only reported ready (bare objects)")
     parser.add_argument("--bookmark-interval", type=float, default=30.0,
                         help="seconds between BOOKMARK events on idle watches (default 30)")
     parser.add_argument("--audit-log", type=Path, default=None,
@@ -265,6 +267,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         in_memory=args.in_memory,
         kubeconfig=args.kubeconfig,
         controllers=not args.no_controllers,
+        simulated_node=not args.no_simulated_node,
         bookmark_interval=args.bookmark_interval,
         audit_log=args.audit_log,
         watch_history=args.watch_history,

@@ -9,7 +9,8 @@ kube-controller-manager are built::
 
     server         lifecycle: data dir, token, TLS, kubeconfig, start and stop
     apiserver/     HTTP: routing, one handler per verb, discovery, Tables, protobuf, /scale, audit
-    controllers/   kube-controller-manager: garbage collection, namespaces, Deployments, readiness
+    controllers/   kube-controller-manager, scheduler, kubelet: the simulated node, workloads making Pods,
+                   endpoints, storage, garbage collection, namespaces
     semantics/     the API's rules: CRUD, metadata, schemas, defaulting, patches, apply, selectors
     storage/       SQLite objects, the resourceVersion, the change feed
     errors  resources  objects  clock  files  tls      shared by every layer

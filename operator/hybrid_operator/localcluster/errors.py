@@ -151,3 +151,27 @@ def expired(message: str) -> ApiError:
 
 def internal(message: str) -> ApiError:
     return ApiError(500, "InternalError", f"Internal error occurred: {message}")
+
+
+def request_entity_too_large(message: str) -> ApiError:
+    """413, as kube-apiserver answers a body over its limit (``Request entity too large: limit is N``)."""
+    return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: {message}")
+
+
+def object_too_large() -> ApiError:
+    """413 for an object too large to store.
+
+    kube-apiserver passes etcd's ``etcdserver: request is too large`` through
+    (as a 500 today, kubernetes/kubernetes#112152); we keep etcd's words with
+    the 413 the request deserves.
+    """
+    return ApiError(413, "RequestEntityTooLarge", "etcdserver: request is too large")
+
+
+def uri_too_long(limit: int) -> ApiError:
+    return ApiError(414, "RequestURITooLong", f"the request URI is longer than {limit} bytes")
+
+
+def undecodable(kind: str, version: str, detail: str) -> ApiError:
+    """400 for a body that does not decode into the kind's Go type (kube-apiserver's ``transformDecodeError``)."""
+    return ApiError(400, "BadRequest", f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}')

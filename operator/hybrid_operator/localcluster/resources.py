@@ -23,9 +23,26 @@ SERVICES_KEY = "/services"
 CRDS_KEY = "apiextensions.k8s.io/customresourcedefinitions"
 DEPLOYMENTS_KEY = "apps/deployments"
 REPLICASETS_KEY = "apps/replicasets"
+STATEFULSETS_KEY = "apps/statefulsets"
+DAEMONSETS_KEY = "apps/daemonsets"
+CONTROLLERREVISIONS_KEY = "apps/controllerrevisions"
+JOBS_KEY = "batch/jobs"
+CRONJOBS_KEY = "batch/cronjobs"
+PODS_KEY = "/pods"
+NODES_KEY = "/nodes"
+SERVICEACCOUNTS_KEY = "/serviceaccounts"
+CONFIGMAPS_KEY = "/configmaps"
+ENDPOINTS_KEY = "/endpoints"
+EVENTS_KEY = "/events"
+PERSISTENTVOLUMECLAIMS_KEY = "/persistentvolumeclaims"
+PERSISTENTVOLUMES_KEY = "/persistentvolumes"
+ENDPOINTSLICES_KEY = "discovery.k8s.io/endpointslices"
+LEASES_KEY = "coordination.k8s.io/leases"
+STORAGECLASSES_KEY = "storage.k8s.io/storageclasses"
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 NO_COLLECTION_DELETE = ("create", "delete", "get", "list", "patch", "update", "watch")
+CREATE_ONLY = ("create",)  # reviews: answered, never stored (see apiserver/handlers/reviews.py)
 
 
 @dataclass(frozen=True)
@@ -121,6 +138,19 @@ BUILTINS: tuple[ResourceInfo, ...] = (
     _res("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short=("pdb",), sub=("status",)),
     _res("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short=("hpa",),
          sub=("status",), cats=("all",)),
+    _res("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short=("hpa",),
+         sub=("status",), cats=("all",)),
+    _res("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, generation=False,
+         verbs=CREATE_ONLY),
+    _res("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, generation=False, verbs=CREATE_ONLY),
+    _res("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
+         generation=False, verbs=CREATE_ONLY),
+    _res("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,
+         generation=False, verbs=CREATE_ONLY),
+    _res("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False, generation=False,
+         verbs=CREATE_ONLY),
+    _res("authorization.k8s.io", "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview", generation=False,
+         verbs=CREATE_ONLY),
     _res("rbac.authorization.k8s.io", "v1", "roles", "Role", generation=False),
     _res("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", generation=False),
     _res("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, generation=False),
@@ -141,7 +171,8 @@ BUILTINS: tuple[ResourceInfo, ...] = (
 
 # Group preference order in discovery, as kube-apiserver lists them.
 GROUP_ORDER = (
-    "", "apps", "events.k8s.io", "autoscaling", "batch", "networking.k8s.io", "policy",
+    "", "apps", "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io", "autoscaling", "batch",
+    "networking.k8s.io", "policy",
     "rbac.authorization.k8s.io", "storage.k8s.io", "admissionregistration.k8s.io",
     "apiextensions.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "discovery.k8s.io",
 )

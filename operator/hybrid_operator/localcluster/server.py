@@ -5,7 +5,8 @@ keeps its objects in ``<data-dir>/state.db`` (or in memory), serves TLS with
 its own CA (see :mod:`tls`: client-go never sends a token over plain http),
 authenticates every request with a bearer token generated once per data dir, writes a
 kubeconfig for kubectl/helm/the operator once it accepts requests, runs the
-fake controllers, and stops cleanly on SIGTERM/SIGINT.
+fake controllers (with the simulated node, unless turned off), and stops
+cleanly on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ import yaml
 from aiohttp import web
 
 from hybrid_operator.localcluster import files, tls
-from hybrid_operator.localcluster.apiserver import app
+from hybrid_operator.localcluster.apiserver import app, decoding
 from hybrid_operator.localcluster.apiserver.audit import AuditLog
 from hybrid_operator.localcluster.apiserver.context import ServerConfig
-from hybrid_operator.localcluster.controllers.manager import ControllerManager
+from hybrid_operator.localcluster.controllers.manager import ControllerManager, ControllerSettings
 from hybrid_operator.localcluster.resources import Registry
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
@@ -47,6 +48,7 @@ class ClusterOptions:
     in_memory: bool = False
     kubeconfig: Path | None = Path(".hybrid/kubeconfig")
     controllers: bool = True
+    simulated_node: bool = True  # a Node whose kubelet runs (pretends to run) the Pods workloads make
     bookmark_interval: float = 30.0
     watch_history: int = 20000  # change events kept for watch resume (older RVs get 410 Expired)
     host: str = "127.0.0.1"
@@ -71,7 +73,7 @@ def kubeconfig_text(server: str, token: str, ca_pem: bytes) -> str:
 def open_store(options: ClusterOptions) -> Store:
     if options.in_memory:
         return Store(None, history=options.watch_history)
-    options.data_dir.mkdir(parents=True, exist_ok=True)
+    files.private_dir(options.data_dir)
     return Store(options.data_dir / "state.db", history=options.watch_history)
 
 
@@ -110,6 +112,7 @@ class ClusterServer:
         self._audit: AuditLog | None = None
         self.port = options.port
         cert_dir = Path(tempfile.mkdtemp(prefix="hybrid-certs-")) if options.in_memory else options.data_dir
+        files.tighten(cert_dir / "server.key", files.PRIVATE_FILE)
         self.certs = tls.ensure(cert_dir)
 
     @property
@@ -122,7 +125,7 @@ class ClusterServer:
         config = ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
                                    bookmark_interval=self.options.bookmark_interval, audit=self._audit)
         application = app.build_app(self.api, config)
-        self._runner = web.AppRunner(application, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        self._runner = app.runner(application)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True,
                            ssl_context=self.certs.server_context())
@@ -131,7 +134,9 @@ class ClusterServer:
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
         if self.options.controllers:
-            self._controllers = ControllerManager(self.api)
+            settings = ControllerSettings(simulated_node=self.options.simulated_node, api_port=self.port,
+                                          ca_pem=self.certs.ca_cert.read_text())
+            self._controllers = ControllerManager(self.api, settings)
             self._controllers.start()
         if self.options.kubeconfig is not None:
             files.write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
@@ -144,6 +149,7 @@ class ClusterServer:
             await self._controllers.stop()
         if self._runner is not None:
             await self._runner.cleanup()
+        decoding.stop_yaml_worker()
         if self._audit is not None:
             self._audit.close()
         self.store.close()

@@ -11,14 +11,18 @@ malformed part becomes the 400 or 415 kube-apiserver would answer.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import yaml
 from aiohttp import web
 
 from hybrid_operator.localcluster import errors
-from hybrid_operator.localcluster.apiserver import protobuf, tables
+from hybrid_operator.localcluster.apiserver import protobuf, tables, yamlbodies
 from hybrid_operator.localcluster.resources import ResourceInfo
 from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector, parse_field_selector
 from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector, parse_label_selector
@@ -28,6 +32,9 @@ JSON = "application/json"
 YAML = "application/yaml"
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 BODY_TYPES = (JSON, YAML, PROTOBUF)
+MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes
+YAML_INLINE_BYTES = 64 * 1024  # larger YAML bodies are parsed in a worker process
+MAX_DEPTH = 128  # nesting of objects and lists in a body (deeper ones would exhaust Python's stack)
 TRUE_WORDS = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 FALSE_WORDS = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
@@ -87,9 +94,23 @@ def media_type(request: web.Request) -> str:
     return request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
 
 
+async def raw_body(request: web.Request) -> bytes:
+    """The request body, refused with kube-apiserver's 413 when it is over 3 MiB (without reading it all)."""
+    declared = request.content_length
+    if declared is not None and declared > MAX_BODY_BYTES:
+        raise errors.request_entity_too_large(f"limit is {MAX_BODY_BYTES}")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise errors.request_entity_too_large(f"limit is {MAX_BODY_BYTES}") from None
+    if len(raw) > MAX_BODY_BYTES:
+        raise errors.request_entity_too_large(f"limit is {MAX_BODY_BYTES}")
+    return raw
+
+
 async def body(request: web.Request, allowed: tuple[str, ...]) -> Any:
     """The decoded body, in one of the ``allowed`` media types (415 otherwise)."""
-    raw = await request.read()
+    raw = await raw_body(request)
     media = media_type(request)
     if not media and JSON in allowed:
         media = JSON  # kube-apiserver decodes a body without Content-Type as JSON (Python client 37 omits it)
@@ -99,29 +120,106 @@ async def body(request: web.Request, allowed: tuple[str, ...]) -> Any:
         return protobuf.decode(raw)
     text = raw.decode("utf-8", errors="replace")
     if media in (YAML, PATCH_APPLY):
+        decoded = await _yaml_elsewhere(text) if len(raw) > YAML_INLINE_BYTES else _yaml(text)
+    else:
+        decoded = parse_json(text)
+    check_depth(decoded)
+    return decoded
+
+
+class _YamlWorker:
+    """One worker process for large YAML bodies, started on first use, stopped with the server.
+
+    PyYAML needs seconds for a body of a few MiB and holds the GIL meanwhile
+    (a thread would not help): in a separate process the event loop keeps
+    serving everyone else.  forkserver: the worker is no copy of the server's threads.
+    """
+
+    pool: ProcessPoolExecutor | None = None
+
+    @classmethod
+    async def parse(cls, text: str) -> Any:
+        if cls.pool is None:
+            cls.pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("forkserver"))
         try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise errors.bad_request(f"error decoding YAML: {exc}") from exc
+            return await asyncio.get_running_loop().run_in_executor(cls.pool, _yaml, text)
+        except BrokenProcessPool:
+            cls.pool = None
+            raise errors.bad_request("error decoding YAML: the YAML decoder stopped") from None
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.pool is not None:
+            cls.pool.shutdown(wait=False, cancel_futures=True)
+            cls.pool = None
+
+
+async def _yaml_elsewhere(text: str) -> Any:
+    """A large YAML body, parsed in the worker process (see :class:`_YamlWorker`)."""
+    return await _YamlWorker.parse(text)
+
+
+def stop_yaml_worker() -> None:
+    """Stop the YAML worker process, if one was started."""
+    _YamlWorker.stop()
+
+
+def _yaml(text: str) -> Any:
     try:
-        return json.loads(text)
+        return yamlbodies.load(text)
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
+        detail = str(exc) if not isinstance(exc, RecursionError) else f"exceeded max depth of {MAX_DEPTH}"
+        raise errors.bad_request(f"error decoding YAML: {detail}") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"invalid character '{name[0]}' looking for beginning of value")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def parse_json(text: str) -> Any:
+    """A JSON document as Go's ``encoding/json`` reads it: no NaN or Infinity, no number out of range."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc.msg} at line "
-                                 f"{exc.lineno} column {exc.colno}") from exc
+                                 f"{exc.lineno} column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:
+        detail = str(exc) if not isinstance(exc, RecursionError) else f"exceeded max depth of {MAX_DEPTH}"
+        raise errors.bad_request(f"couldn't get version/kind; json parse error: {detail}") from None
+
+
+def check_depth(value: Any) -> None:
+    """400 for objects and lists nested deeper than :data:`MAX_DEPTH` (no recursion: the stack stays small)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > MAX_DEPTH:
+            raise errors.bad_request(f"the request body is nested deeper than {MAX_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 async def read_delete_options(request: web.Request, opts: WriteOptions) -> None:
     """Complete ``opts`` from a DeleteOptions body (JSON or protobuf), if the DELETE has one."""
-    raw = await request.read()
+    raw = await raw_body(request)
     if not raw.strip():
         return
     if media_type(request) == PROTOBUF:
         options = protobuf.decode(raw)
     else:
         try:
-            options = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise errors.bad_request(f"invalid DeleteOptions: {exc.msg}") from exc
+            options = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+        except (ValueError, RecursionError) as exc:
+            raise errors.bad_request(f"invalid DeleteOptions: {exc}") from None
     if not isinstance(options, dict):
         raise errors.bad_request("invalid DeleteOptions: expected an object")
     if options.get("propagationPolicy"):

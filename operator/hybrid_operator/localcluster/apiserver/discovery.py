@@ -5,14 +5,16 @@ whether the server validates fields), and kopf and the Python client find
 kinds only through legacy discovery.  These pure functions render the
 documents each client asks for: legacy ``APIVersions``/``APIGroupList``/
 ``APIResourceList``, aggregated ``APIGroupDiscoveryList`` (v2 and v2beta1), and
-a minimal OpenAPI v3 index and per-group-version documents whose hashes change
-whenever the registry does.
+an OpenAPI v3 index and per-group-version documents (PATCH paths with
+``fieldValidation``, and the kinds' schemas from :mod:`.openapi`) whose hashes
+change whenever the registry does.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from hybrid_operator.localcluster.apiserver import openapi
 from hybrid_operator.localcluster.resources import Registry, ResourceInfo
 
 SERVER_VERSION = {
@@ -166,5 +168,5 @@ def openapi_document(registry: Registry, group: str, version: str) -> dict[str, 
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": SERVER_VERSION["gitVersion"]},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": openapi.components(sorted(infos, key=lambda i: i.plural))},
     }

@@ -395,13 +395,23 @@ _ACCEPTED = ["application/json", "application/yaml"]
 _PROTOBUF_KINDS = "v1 Secret, ConfigMap, Namespace and DeleteOptions"
 
 
+_ALTERNATIVE = ("this embedded cluster decodes no protobuf for it: send JSON or YAML instead, e.g. "
+                "`kubectl create deployment web --image=nginx --dry-run=client -o yaml | kubectl apply -f -`")
+
+
 def unsupported(what: str) -> errors.ApiError:
-    """415 for a protobuf body this server cannot read."""
+    """415 for a protobuf body this server cannot read, saying what works instead.
+
+    ``kubectl create deployment|service|job|...`` sends protobuf; no kept library
+    carries the protobuf descriptors of the built-in kinds (see README), so the
+    answer names the working alternative: the same command rendered client-side
+    and applied (JSON).
+    """
     base = errors.unsupported_media_type(CONTENT_TYPE, _ACCEPTED)
     return errors.ApiError(
         base.code,
         base.reason,
-        f"{base.message} ({CONTENT_TYPE} is accepted only for {_PROTOBUF_KINDS}, not {what})",
+        f"{base.message} ({CONTENT_TYPE} is accepted only for {_PROTOBUF_KINDS}, not {what}; {_ALTERNATIVE})",
     )
 
 

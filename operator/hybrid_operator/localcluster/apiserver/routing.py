@@ -5,7 +5,8 @@ document (group, group/version) or a resource (see :mod:`.urls`).  For a
 resource, GET reads one object, or lists or watches a collection; every
 other method is a write, whose query options are decoded first, then handed
 to the handler for a named object or for a collection; a method that has no
-handler for the target is 405 MethodNotAllowed.  Every resource request is
+handler for the target is 405 MethodNotAllowed.  The create-only review
+kinds (access reviews, token reviews) go to their own handler.  Every resource request is
 recorded in the audit log, when there is one.
 """
 
@@ -25,9 +26,11 @@ from hybrid_operator.localcluster.apiserver.handlers.delete import delete_collec
 from hybrid_operator.localcluster.apiserver.handlers.get import get_resource
 from hybrid_operator.localcluster.apiserver.handlers.list import list_resources
 from hybrid_operator.localcluster.apiserver.handlers.patch import patch_resource
+from hybrid_operator.localcluster.apiserver.handlers.reviews import review
 from hybrid_operator.localcluster.apiserver.handlers.update import update_resource
 from hybrid_operator.localcluster.apiserver.handlers.watch import watch_resources
 from hybrid_operator.localcluster.apiserver.urls import Target, resolve
+from hybrid_operator.localcluster.resources import CREATE_ONLY
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
 
 Write = Callable[[web.Request, Target, WriteOptions], Awaitable[web.StreamResponse]]
@@ -61,8 +64,22 @@ async def group_resources(request: web.Request) -> web.StreamResponse:
     return await dispatch(request, resolve(api_of(request).registry, group, version, tail.split("/")))
 
 
+NO_CONTAINERS = {
+    "exec": "exec is not available", "attach": "attach is not available",
+    "portforward": "port-forward is not available", "log": "logs are not available",
+    "proxy": "proxying to pods and services is not available",
+    "ephemeralcontainers": "ephemeral containers are not available", "eviction": "evictions are not available",
+}
+
+
 async def dispatch(request: web.Request, target: Target) -> web.StreamResponse:
     _audit(request, target)
+    if target.info.verbs == CREATE_ONLY:
+        return await review(request, target)
+    if target.subresource in NO_CONTAINERS and target.subresource not in target.info.subresources:
+        api_of(request).get(target.info, target.namespace or "", target.name)  # 404 for a missing object
+        raise errors.bad_request(f"this embedded cluster runs no containers: {NO_CONTAINERS[target.subresource]} "
+                                 f"({target.info.plural}/{target.subresource} of {target.name!r})")
     if request.method == "GET":
         return await _read(request, target)
     opts = decoding.write_options(request)

@@ -22,8 +22,9 @@ from datetime import datetime
 from typing import Any
 
 from hybrid_operator.localcluster import clock, objects
+from hybrid_operator.localcluster.apiserver.clusterprinters import printer_for
 from hybrid_operator.localcluster.apiserver.jsonpath import jsonpath
-from hybrid_operator.localcluster.apiserver.printers import NAME, Cells, Column, Obj, Printer, builtin_printer
+from hybrid_operator.localcluster.apiserver.printers import NAME, Cells, Column, Obj, Printer
 
 TABLE_CONTENT_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 INCLUDE_METADATA = "Metadata"
@@ -129,7 +130,7 @@ def table(
     ``Object`` or ``None``); ``api_version`` fills a missing ``apiVersion``
     in full row objects.
     """
-    columns, cells = builtin_printer(kind) if printer_columns is None else _custom_printer(printer_columns)
+    columns, cells = printer_for(kind) if printer_columns is None else _custom_printer(printer_columns)
     rows = []
     for item in items:
         row: dict[str, Any] = {"cells": cells(item, now)}

@@ -14,6 +14,14 @@ from dataclasses import dataclass
 from hybrid_operator.localcluster import errors
 from hybrid_operator.localcluster.resources import Registry, ResourceInfo
 
+# Subresources that stream from a container (or proxy to one): served so that they can say at once
+# that nothing runs here (see routing), instead of a 404 that looks like a missing object.
+CONTAINER_SUBRESOURCES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "pods"): ("exec", "attach", "portforward", "log", "proxy", "ephemeralcontainers", "eviction"),
+    ("", "services"): ("proxy",),
+    ("", "nodes"): ("proxy",),
+}
+
 
 @dataclass(frozen=True)
 class Target:
@@ -29,6 +37,8 @@ def resolve(registry: Registry, group: str, version: str, rest: list[str]) -> Ta
     """The target of the path segments ``rest`` after ``/api/v1`` or ``/apis/<group>/<version>``."""
     namespace, rest = _namespace_prefix(registry, group, version, [segment for segment in rest if segment])
     info = registry.lookup(group, version, rest[0]) if rest else None
+    if info is not None and len(rest) > 3 and rest[2] == "proxy":
+        rest = rest[:3]  # pods/<name>/proxy/<path>: the path goes to the container
     if info is None or len(rest) > 3:
         raise errors.path_not_found()
     name, sub = (*rest[1:], "", "")[:2]
@@ -39,7 +49,7 @@ def resolve(registry: Registry, group: str, version: str, rest: list[str]) -> Ta
 
 def _served(info: ResourceInfo, namespace: str | None, name: str, sub: str) -> bool:
     """Whether the resource serves this subresource, in this scope."""
-    if sub and sub not in info.subresources:
+    if sub and sub not in info.subresources and sub not in CONTAINER_SUBRESOURCES.get((info.group, info.plural), ()):
         return False
     if namespace is not None:
         return info.namespaced

@@ -2,9 +2,11 @@
 
 kube-controller-manager's informers keep the same: owner uid -> dependents
 (the garbage collector's graph), uid -> where an object lives, namespace ->
-its objects (namespace termination), and, per namespace, the ReplicaSets no
-Deployment controls (adoption candidates).  Every reaction is then
-O(what it touches).
+its objects (namespace termination), per namespace the ReplicaSets no
+Deployment controls (adoption candidates), the objects of the few kinds the
+simulated node's controllers look up by namespace (Pods, Services,
+PersistentVolumeClaims, ...), and which Pods use which claim.  Every reaction
+is then O(what it touches).
 """
 
 from __future__ import annotations
@@ -13,9 +15,37 @@ from collections import defaultdict
 from typing import Any
 
 from hybrid_operator.localcluster import objects
-from hybrid_operator.localcluster.resources import REPLICASETS_KEY
+from hybrid_operator.localcluster.resources import (
+    CRONJOBS_KEY,
+    PERSISTENTVOLUMECLAIMS_KEY,
+    PERSISTENTVOLUMES_KEY,
+    PODS_KEY,
+    REPLICASETS_KEY,
+    SERVICES_KEY,
+    STORAGECLASSES_KEY,
+)
 
 Key = tuple[str, str, str]  # storage key, namespace, name
+
+# Kinds whose objects are also indexed by namespace on their own.
+BY_KIND = frozenset({PODS_KEY, SERVICES_KEY, PERSISTENTVOLUMECLAIMS_KEY, PERSISTENTVOLUMES_KEY,
+                     STORAGECLASSES_KEY, CRONJOBS_KEY})
+
+
+def claim_names(pod: dict[str, Any]) -> set[str]:
+    """The PersistentVolumeClaims a Pod's volumes name (generic ephemeral volumes included)."""
+    spec = pod.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, dict) else None
+    names: set[str] = set()
+    for volume in volumes if isinstance(volumes, list) else []:
+        if not isinstance(volume, dict):
+            continue
+        claim = objects.dig(volume, "persistentVolumeClaim", "claimName")
+        if isinstance(claim, str) and claim:
+            names.add(claim)
+        elif isinstance(volume.get("ephemeral"), dict):
+            names.add(f"{objects.name(pod)}-{volume.get('name', '')}")
+    return names
 
 
 class ObjectIndex:
@@ -26,6 +56,8 @@ class ObjectIndex:
         self._uids: dict[str, Key] = {}
         self._namespaced: dict[str, set[Key]] = defaultdict(set)
         self._unowned_replica_sets: dict[str, set[Key]] = defaultdict(set)
+        self._kinds: dict[str, dict[str, set[Key]]] = {skey: defaultdict(set) for skey in BY_KIND}
+        self._claim_users: dict[str, set[Key]] = defaultdict(set)
 
     def update(self, skey: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         """Follow one change: ``old`` leaves the indexes, ``new`` enters them."""
@@ -42,6 +74,11 @@ class ObjectIndex:
             self._unowned_replica_sets[key[1]].add(key)
         for owner in {str(ref["uid"]) for ref in objects.owner_refs(obj)}:
             self._dependents[owner].add(key)
+        if skey in BY_KIND:
+            self._kinds[skey][key[1]].add(key)
+            if skey == PODS_KEY:
+                for claim in claim_names(obj):
+                    self._claim_users[f"{key[1]}/{claim}"].add(key)
 
     def _remove(self, skey: str, obj: dict[str, Any]) -> None:
         key, uid = _key(skey, obj), objects.uid(obj)
@@ -51,6 +88,11 @@ class ObjectIndex:
         _discard(self._unowned_replica_sets, key[1], key)
         for owner in {str(ref["uid"]) for ref in objects.owner_refs(obj)}:
             _discard(self._dependents, owner, key)
+        if skey in BY_KIND:
+            _discard(self._kinds[skey], key[1], key)
+            if skey == PODS_KEY:
+                for claim in claim_names(obj):
+                    _discard(self._claim_users, f"{key[1]}/{claim}", key)
 
     def where(self, uid: str) -> Key | None:
         """Where the object with this uid lives, as last seen."""
@@ -69,6 +111,17 @@ class ObjectIndex:
 
     def unowned_replica_sets(self, namespace: str) -> list[Key]:
         return sorted(self._unowned_replica_sets.get(namespace, ()))
+
+    def of_kind(self, skey: str, namespace: str | None = None) -> list[Key]:
+        """The objects of one of the :data:`BY_KIND` kinds, in one namespace or in all, in key order."""
+        buckets = self._kinds[skey]
+        if namespace is not None:
+            return sorted(buckets.get(namespace, ()))
+        return sorted(key for keys in buckets.values() for key in keys)
+
+    def claim_users(self, namespace: str, claim: str) -> list[Key]:
+        """The Pods whose volumes name the claim ``namespace/claim``."""
+        return sorted(self._claim_users.get(f"{namespace}/{claim}", ()))
 
 
 def _key(skey: str, obj: dict[str, Any]) -> Key:

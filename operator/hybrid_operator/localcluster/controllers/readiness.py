@@ -1,11 +1,13 @@
-"""Readiness: the status a healthy controller and kubelet would report, since no pod ever runs.
+"""Reported readiness: without the simulated node (``--no-simulated-node``), workloads are only *said* to be ready.
 
-Without it nothing ever becomes ready, so ``kubectl wait``, ``helm --wait``
-(kstatus) and Ansible's ``wait: true`` would hang.  Deployments, ReplicaSets
-and StatefulSets report all replicas ready at their current generation,
-DaemonSets one ready node, Jobs completion, Pods Running with ready
-containers, PersistentVolumeClaims Bound.  Custom resources are left to
-their operators.
+No Pod is made then, so nothing would ever become ready and ``kubectl
+wait``, ``helm --wait`` (kstatus) and Ansible's ``wait: true`` would hang.
+This controller writes the status a healthy controller and kubelet would
+report: Deployments, ReplicaSets and StatefulSets have all replicas ready at
+their current generation, DaemonSets one ready node, Jobs complete, bare
+Pods run with ready containers.  Custom resources are left to their
+operators.  With the simulated node, the workload controllers count real
+Pods instead (:mod:`.replicasets`, :mod:`.statefulsets`, ...).
 """
 
 from __future__ import annotations
@@ -96,14 +98,6 @@ def _pod(obj: dict[str, Any], old: Status) -> Status | None:
                                    "state": {"running": {"startedAt": now}}} for c in containers]}
 
 
-def _persistent_volume_claim(obj: dict[str, Any], old: Status) -> Status | None:
-    if old.get("phase") == "Bound":
-        return None
-    spec = obj.get("spec") or {}
-    return {"phase": "Bound", "accessModes": spec.get("accessModes", []),
-            "capacity": ((spec.get("resources") or {}).get("requests") or {})}
-
-
 _READY: dict[str, Callable[[dict[str, Any], Status], Status | None]] = {
     "Deployment": _deployment,
     "ReplicaSet": _replica_set,
@@ -111,7 +105,6 @@ _READY: dict[str, Callable[[dict[str, Any], Status], Status | None]] = {
     "DaemonSet": _daemon_set,
     "Job": _job,
     "Pod": _pod,
-    "PersistentVolumeClaim": _persistent_volume_claim,
 }
 
 

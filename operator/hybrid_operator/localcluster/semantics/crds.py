@@ -15,6 +15,7 @@ from typing import Any
 
 from hybrid_operator.localcluster import clock, errors, objects
 from hybrid_operator.localcluster.resources import Registry, ResourceInfo, storage_version
+from hybrid_operator.localcluster.semantics import celrules
 
 GROUP = "apiextensions.k8s.io"
 KIND = "CustomResourceDefinition"
@@ -43,8 +44,19 @@ def validate(crd: dict[str, Any]) -> None:
         causes.append({"reason": "FieldValueNotSupported", "field": "spec.scope",
                        "message": f'Unsupported value: "{spec.get("scope")}": supported values: '
                                   '"Cluster", "Namespaced"'})
+    causes.extend(_rule_causes(spec))
     if causes:
         raise errors.invalid(KIND, GROUP, name, causes)
+
+
+def _rule_causes(spec: dict[str, Any]) -> list[dict[str, str]]:
+    """CEL validation rules that do not compile (only looked at when the CRD has rules)."""
+    causes: list[dict[str, str]] = []
+    for index, version in enumerate(spec.get("versions") or []):
+        schema = ((version or {}).get("schema") or {}).get("openAPIV3Schema") if isinstance(version, dict) else None
+        if isinstance(schema, dict) and celrules.has_rules(schema):
+            causes.extend(celrules.compile_causes(schema, f"spec.versions[{index}].schema.openAPIV3Schema"))
+    return causes
 
 
 def set_status(crd: dict[str, Any]) -> None:

@@ -15,21 +15,30 @@ CustomResourceDefinitions.
 
 from __future__ import annotations
 
+import builtins
 import copy
+import json
 from typing import Any
 
 from hybrid_operator.localcluster import clock, errors, objects
 from hybrid_operator.localcluster.resources import CRDS_KEY, NAMESPACES_KEY, Registry, ResourceInfo
 from hybrid_operator.localcluster.semantics import (
     applying,
+    builtinschemas,
+    builtinvalidation,
+    conversion,
     crds,
     deletion,
     generation,
+    immutability,
     listing,
     managedfields,
     metadata,
+    metavalidation,
     patching,
+    schema,
     strategies,
+    typed,
 )
 from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
 from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
@@ -50,8 +59,12 @@ class ObjectApi:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
         self.registry = registry
+        # Per custom resource storage key: the resourceVersion of its CRD's last write. Objects written
+        # after it were pruned against the current schema already; older ones are pruned when read.
+        self._schema_rv: dict[str, int] = {}
         for crd in list(store.list(CRDS_KEY)):
             registry.register_crd(crd)
+            self._note_schema(crd)
 
     # -- reads ---------------------------------------------------------------------
 
@@ -74,9 +87,12 @@ class ObjectApi:
                 "items": [self.as_version(info, obj, share=True) for obj in items]}
 
     def as_version(self, info: ResourceInfo, obj: dict[str, Any], share: bool = False) -> dict[str, Any]:
-        """The stored object as seen through ``info``'s group/version."""
+        """The stored object as seen through ``info``'s group/version (and its current schema)."""
+        obj = self._pruned(info, obj)
         if obj.get("apiVersion") == info.group_version:
             return obj
+        if conversion.converts(info):
+            return conversion.to_version(info, obj)
         converted = dict(obj) if share else obj
         converted["apiVersion"] = info.group_version
         return converted
@@ -86,7 +102,7 @@ class ObjectApi:
         obj = self.store.get(info.storage_key, namespace, name)
         if obj is None:
             raise errors.not_found(info.plural, info.group, name)
-        return obj
+        return self._pruned(info, obj)
 
     # -- create --------------------------------------------------------------------
 
@@ -100,7 +116,8 @@ class ObjectApi:
         applied: bool = False,
     ) -> Outcome:
         """POST; ``applied`` when server-side apply made ``body`` (its managedFields are kept as they are)."""
-        obj = metadata.checked_body(info, namespace, body)
+        obj, decode_warnings = _decoded(info, namespace, body, opts, required=True)
+        obj = conversion.to_storage(info, obj)
         managed = obj["metadata"].get("managedFields") if applied else None
         name = metadata.name_for_create(
             info, obj["metadata"], lambda taken: self.store.peek(info.storage_key, namespace, taken) is not None)
@@ -112,7 +129,9 @@ class ObjectApi:
         metadata.drop_server_fields(obj)
         if "status" in info.subresources and info.custom:
             obj.pop("status", None)
-        warnings = strategies.prepare(info, obj, opts)
+        warnings = decode_warnings + strategies.prepare(info, obj, opts)
+        _validate_meta(info, obj)
+        _validate_builtin(info, obj)
         metadata.stamp_created(info, obj)
         strategies.prepare_for_create(self.store, info, obj)
         if applied:
@@ -122,7 +141,7 @@ class ObjectApi:
                                          api_version=info.group_version, now=clock.now_rfc3339())
         if not opts.dry_run:
             self._write(info, obj, None)
-        return Outcome(copy.deepcopy(obj), 201, warnings)
+        return Outcome(self.as_version(info, copy.deepcopy(obj)), 201, warnings)
 
     def _check_namespace_open(self, info: ResourceInfo, namespace: str, name: str) -> None:
         """New objects need an existing namespace that is not terminating (the NamespaceLifecycle admission)."""
@@ -146,14 +165,13 @@ class ObjectApi:
         subresource: str = "",
     ) -> Outcome:
         """PUT of the object or of one of its subresources."""
-        obj = metadata.checked_body(info, namespace, body)
-        if obj["metadata"].get("name", name) != name:
-            raise errors.bad_request("the name of the object "
-                                     f"({obj['metadata'].get('name')}) does not match the name on the URL ({name})")
+        obj, decode_warnings = _decoded(info, namespace, body, opts, required=not subresource)
+        metadata.check_name_matches(obj, name)
         obj["metadata"]["name"] = name
         existing = self._stored(info, namespace, name)
+        metadata.check_uid_precondition(info, existing, obj)
         metadata.check_resource_version(info, existing, obj["metadata"].get("resourceVersion"))
-        return self._replace(info, existing, obj, opts, subresource, applied=False)
+        return self._replace(info, existing, obj, opts, subresource, applied=False, warnings=decode_warnings)
 
     def _replace(
         self,
@@ -164,28 +182,36 @@ class ObjectApi:
         subresource: str,
         *,
         applied: bool,
+        warnings: builtins.list[str] | None = None,
     ) -> Outcome:
         """Common tail of PUT and PATCH: merge with the stored object's server fields and store."""
-        new = _written(info, existing, obj, subresource)
+        new = _written(info, existing, conversion.to_storage(info, obj), subresource)
         metadata.keep_server_fields(existing, new)
         metadata.check_no_new_finalizers(info, existing, new)
-        warnings = strategies.prepare(info, new, opts)
+        warnings = (warnings or []) + strategies.prepare(info, new, opts, old=existing)
+        _validate_meta(info, new)
+        if subresource in ("", "scale"):
+            _validate_builtin(info, new)
+        if not info.custom and subresource in ("", "scale"):
+            changed = immutability.update_causes(info.group, info.kind, existing, new)
+            if changed:
+                raise errors.invalid(info.kind, info.group, objects.name(existing), changed)
         generation.carry_generation(info, existing, new)
-        strategies.prepare_for_update(info, existing, new)
+        strategies.prepare_for_update(self.store, info, existing, new)
         if not applied:
             new = managedfields.record_update(existing, new, kind=info.kind, manager=opts.manager(),
                                          api_version=info.group_version, now=clock.now_rfc3339(),
                                          subresource=subresource or None)
         new["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         if generation.same_content(existing, new):
-            return Outcome(existing, 200, warnings)
+            return Outcome(self.as_version(info, existing), 200, warnings)
         if opts.dry_run:
-            return Outcome(new, 200, warnings)
+            return Outcome(self.as_version(info, new), 200, warnings)
         if deletion.finished(info, new):
             self._remove(info, new)
         else:
             self._write(info, new, existing)
-        return Outcome(copy.deepcopy(new), 200, warnings)
+        return Outcome(self.as_version(info, copy.deepcopy(new)), 200, warnings)
 
     # -- patch ---------------------------------------------------------------------
 
@@ -203,14 +229,18 @@ class ObjectApi:
         if content_type == PATCH_STRATEGIC and info.custom:
             raise errors.unsupported_media_type(content_type, [PATCH_JSON, PATCH_MERGE, PATCH_APPLY])
         existing = self.store.get(info.storage_key, namespace, name)
+        if existing is not None:
+            existing = self._pruned(info, existing)
         if content_type == PATCH_APPLY:
             return self._apply(info, namespace, name, existing, patch, opts, subresource)
         if existing is None:
             raise errors.not_found(info.plural, info.group, name)
         patched = _patched(info, name, self.as_version(info, copy.deepcopy(existing)), content_type, patch)
-        metadata.check_resource_version(info, existing, (patched.get("metadata") or {}).get("resourceVersion"))
-        obj = metadata.checked_body(info, namespace, patched)
-        return self._replace(info, existing, obj, opts, subresource, applied=False)
+        obj, decode_warnings = _decoded_patch(info, namespace, patched, opts, required=not subresource)
+        metadata.check_name_matches(obj, name, required=True)
+        metadata.check_resource_version(info, existing, obj["metadata"].get("resourceVersion"))
+        metadata.check_uid_unchanged(info, existing, obj)
+        return self._replace(info, existing, obj, opts, subresource, applied=False, warnings=decode_warnings)
 
     def _apply(
         self,
@@ -228,9 +258,8 @@ class ObjectApi:
                                      "is required for apply patch")
         if not isinstance(patch, dict):
             raise errors.bad_request("an apply patch must be an object")
-        applied = metadata.checked_body(info, namespace, patch)
-        if applied["metadata"].get("name", name) != name:
-            raise errors.bad_request("the name of the object does not match the name on the URL")
+        applied, decode_warnings = _decoded(info, namespace, patch, opts, required=False)
+        metadata.check_name_matches(applied, name)
         applied["metadata"]["name"] = name
         if "status" in info.subresources and subresource != "status":
             applied.pop("status", None)
@@ -244,7 +273,8 @@ class ObjectApi:
         if existing is None:
             return self.create(info, namespace, result, opts, applied=True)
         metadata.check_resource_version(info, existing, applied["metadata"].get("resourceVersion"))
-        return self._replace(info, existing, result, opts, subresource, applied=True)
+        metadata.check_uid_unchanged(info, existing, applied)
+        return self._replace(info, existing, result, opts, subresource, applied=True, warnings=decode_warnings)
 
     # -- delete --------------------------------------------------------------------
 
@@ -291,6 +321,26 @@ class ObjectApi:
         self.store.write(info.storage_key, obj, old)
         if info.storage_key == CRDS_KEY:
             self.registry.register_crd(obj)
+            self._note_schema(obj)
+
+    def _note_schema(self, crd: dict[str, Any]) -> None:
+        for served in crds.served(self.registry, crd):
+            self._schema_rv[served.storage_key] = int(crd["metadata"].get("resourceVersion") or 0)
+
+    def _pruned(self, info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
+        """A custom resource as its CRD's *current* schema sees it: fields the schema no longer declares are
+        gone (kube-apiserver prunes what it reads, so a schema change never breaks existing objects).
+
+        Only objects stored before the CRD's last change can need it; the others, built-in objects and
+        custom resources without a schema come back as they are (not copied).
+        """
+        if not info.custom or info.schema is None or info.schema.get(schema.PRESERVE_UNKNOWN) is True:
+            return obj
+        written = str(objects.meta(obj).get("resourceVersion") or "0")
+        if written.isdigit() and int(written) > self._schema_rv.get(info.storage_key, 0):
+            return obj
+        pruned: dict[str, Any] = schema.prune(obj, info.schema)
+        return pruned
 
     def _remove(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
         """Remove ``obj``; a CustomResourceDefinition takes its custom resources and their routes along."""
@@ -301,6 +351,68 @@ class ObjectApi:
             for cr in list(self.store.list(served.storage_key)):
                 self.store.remove(served.storage_key, copy.deepcopy(cr))
         self.registry.unregister_crd(str(obj["metadata"]["name"]))
+
+
+def _decoded(info: ResourceInfo, namespace: str, body: Any, opts: WriteOptions, *,
+             required: bool) -> tuple[dict[str, Any], list[str]]:
+    """A POST, PUT or apply body decoded as into the kind's Go struct: 400 ``cannot be handled as`` otherwise.
+
+    Returns the object (unknown fields of built-in kinds dropped) and the warnings for them
+    (``fieldValidation=Warn``); ``required``: absent required fields are a 422.
+    """
+    try:
+        obj = metadata.checked_body(info, namespace, body)
+        return obj, _typed_fields(info, obj, opts, required=required)
+    except typed.TypeMismatch as exc:
+        raise errors.undecodable(info.kind, info.version, str(exc)) from None
+
+
+MAX_SHOWN_PATCHED = 4096
+
+
+def _decoded_patch(info: ResourceInfo, namespace: str, patched: dict[str, Any], opts: WriteOptions, *,
+                   required: bool) -> tuple[dict[str, Any], list[str]]:
+    """The object a patch produced, decoded as :func:`_decoded` does, but a failure is 422 on field ``patch``."""
+    try:
+        obj = metadata.checked_body(info, namespace, patched)
+        return obj, _typed_fields(info, obj, opts, required=required)
+    except typed.TypeMismatch as exc:
+        shown = json.dumps(patched, separators=(",", ":"))
+        if len(shown) > MAX_SHOWN_PATCHED:
+            shown = shown[:MAX_SHOWN_PATCHED] + "..."
+        raise errors.invalid("", "", "", [{"reason": "FieldValueInvalid", "field": "patch",
+                                           "message": f"Invalid value: {json.dumps(shown)}: {exc}"}]) from None
+
+
+def _typed_fields(info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions, *, required: bool) -> list[str]:
+    """Built-in kinds against their schema: types, unknown fields (per ``fieldValidation``), required fields."""
+    if info.custom:
+        return []
+    report = builtinschemas.check(obj, info.group, info.version, info.kind)
+    if report is None:
+        return []
+    unknown = [f'unknown field "{path}"' for path in report.unknown]
+    if unknown and opts.field_validation == "Strict":
+        raise typed.TypeMismatch("strict decoding error: " + ", ".join(unknown))
+    if required and report.missing:
+        raise errors.invalid(info.kind, info.group, objects.name(obj), [
+            {"reason": "FieldValueRequired", "field": path, "message": "Required value"} for path in report.missing])
+    return unknown if opts.field_validation == "Warn" else []
+
+
+def _validate_builtin(info: ResourceInfo, obj: dict[str, Any]) -> None:
+    """422 for what kube-apiserver's hand-written validation of the kind refuses (see :mod:`.builtinvalidation`)."""
+    if not info.custom:
+        causes = builtinvalidation.causes(info.group, info.kind, obj)
+        if causes:
+            raise errors.invalid(info.kind, info.group, objects.name(obj), causes)
+
+
+def _validate_meta(info: ResourceInfo, obj: dict[str, Any]) -> None:
+    """422 for labels and annotations apimachinery would refuse."""
+    causes = metavalidation.object_meta_causes(obj["metadata"])
+    if causes:
+        raise errors.invalid(info.kind, info.group, objects.name(obj), causes)
 
 
 def _written(info: ResourceInfo, existing: dict[str, Any], obj: dict[str, Any], subresource: str) -> dict[str, Any]:
@@ -348,5 +460,8 @@ def _patched(info: ResourceInfo, name: str, current: dict[str, Any], content_typ
     except patching.PatchError as exc:
         raise errors.patch_rejected(str(exc)) from exc
     if not isinstance(patched, dict):
-        raise errors.bad_request("the patch did not produce an object")
+        raise errors.invalid("", "", "", [{"reason": "FieldValueInvalid", "field": "patch",
+                                           "message": f"Invalid value: {json.dumps(json.dumps(patched))}: json: "
+                                                      f"cannot unmarshal {typed.json_kind(patched)} into Go value "
+                                                      f"of type {info.kind}"}])
     return patched

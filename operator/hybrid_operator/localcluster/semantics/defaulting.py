@@ -5,26 +5,19 @@ Without them ``kubectl describe`` shows blank fields (``StrategyType:``),
 status checks read missing values.  The values here are the ones the
 upstream ``SetDefaults_*`` functions and registry strategies write for the
 kinds clients commonly send; a field is only ever filled when absent.
-Cluster IPs for Services are handed out by :func:`allocate_cluster_ip`.
+Cluster IPs and node ports for Services are handed out by :mod:`.serviceips`.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
-import hashlib
-import ipaddress
 from collections.abc import Callable
 from typing import Any
 
 from hybrid_operator.localcluster import objects
-from hybrid_operator.localcluster.errors import internal
 
 Obj = dict[str, Any]
-
-SERVICE_CIDR = ipaddress.IPv4Network("10.43.0.0/16")
-# Conventionally the ``kubernetes`` Service and cluster DNS; never handed out automatically.
-RESERVED_CLUSTER_IPS = frozenset({"10.43.0.1", "10.43.0.10"})
 
 
 # --------------------------------------------------------------------------- helpers
@@ -301,26 +294,3 @@ def default_builtin(obj: Obj, *, api_version: str | None = None, kind: str | Non
     if defaulter is not None:
         defaulter(result)
     return result
-
-
-# --------------------------------------------------------------------------- cluster IPs
-
-
-def allocate_cluster_ip(used: set[str], seed: str = "") -> str:
-    """A free address in 10.43.0.0/16.
-
-    Without a ``seed`` the lowest free address from 10.43.0.2 is returned, so
-    allocation is reproducible; with one (e.g. ``namespace/name``) the search
-    starts at a position derived from it.  Raises a 500 ``ApiError`` when the
-    range is full.
-    """
-    first = int(SERVICE_CIDR.network_address) + 1
-    size = SERVICE_CIDR.num_addresses - 2
-    start = 1
-    if seed:
-        start = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:4], "big") % size
-    for step in range(size):
-        candidate = str(ipaddress.IPv4Address(first + (start + step) % size))
-        if candidate not in used and candidate not in RESERVED_CLUSTER_IPS:
-            return candidate
-    raise internal("failed to allocate a serviceIP: range is full")

@@ -21,6 +21,7 @@ from typing import Any
 
 from hybrid_operator.localcluster import clock, errors
 from hybrid_operator.localcluster.resources import ResourceInfo
+from hybrid_operator.localcluster.semantics import builtinschemas, normalizing, typed
 
 NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -32,26 +33,62 @@ PATH_SEGMENT_NAMED = ("rolebindings", "roles", "clusterroles", "clusterrolebindi
 
 
 def checked_body(info: ResourceInfo, namespace: str, body: Any) -> dict[str, Any]:
-    """A private copy of a client's body, with apiVersion, kind and namespace checked and filled in."""
+    """A private copy of a client's body, with apiVersion, kind and namespace checked and filled in.
+
+    Values Go would not decode into the kind's struct raise :class:`~.typed.TypeMismatch`
+    (the caller answers 400, or 422 for a patch).
+    """
     if not isinstance(body, dict):
         raise _undecodable(info, "the body must be a JSON object")
+    typed.check(body, info.kind, info.group_version)
     obj = copy.deepcopy(body)
     _set_type_meta(info, obj)
+    normalizing.normalize(obj, builtin=not info.custom and not builtinschemas.covers(info.group, info.version,
+                                                                                      info.kind))
     if obj.get("metadata") is None:
         obj["metadata"] = {}
-    meta = obj["metadata"]
-    if not isinstance(meta, dict):
-        raise _undecodable(info, "metadata must be an object")
-    _set_namespace(info, namespace, meta)
-    for key in ("labels", "annotations"):
-        value = meta.get(key)
-        if value is not None and (not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())):
-            raise _undecodable(info, f"metadata.{key} must map strings to strings")
+    _set_namespace(info, namespace, obj["metadata"])
     return obj
 
 
 def _undecodable(info: ResourceInfo, detail: str) -> errors.ApiError:
-    return errors.bad_request(f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: {detail}')
+    return errors.undecodable(info.kind, info.version, detail)
+
+
+def check_name_matches(obj: dict[str, Any], name: str, *, required: bool = False) -> None:
+    """400 when the body names another object than the URL (kube-apiserver's ``checkName``).
+
+    A PUT or apply body may leave the name out (the URL's is used); a patch that removed it did not.
+    """
+    given = obj["metadata"].get("name")
+    if given is None and not required:
+        return
+    given = given or ""
+    if given != name:
+        raise errors.bad_request(f"the name of the object ({given}) does not match the name on the URL ({name})")
+
+
+def check_uid_precondition(info: ResourceInfo, existing: dict[str, Any], obj: dict[str, Any]) -> None:
+    """A uid in a PUT body is a precondition on the stored object: 409 when it names another object."""
+    wanted, stored = obj["metadata"].get("uid"), existing["metadata"].get("uid")
+    if wanted and wanted != stored:
+        name, ns = str(existing["metadata"]["name"]), str(existing["metadata"].get("namespace") or "")
+        key = "/".join(part for part in ("/registry", info.storage_key.lstrip("/"), ns, name) if part)
+        resource = errors.qualified(info.plural, info.group)
+        raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on {resource} '
+                              f'"{name}": StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, '
+                              f"AdditionalErrorMsg: Precondition failed: UID in precondition: {wanted}, "
+                              f"UID in object meta: {stored}",
+                              {"name": name, "group": info.group, "kind": info.plural})
+
+
+def check_uid_unchanged(info: ResourceInfo, existing: dict[str, Any], obj: dict[str, Any]) -> None:
+    """A patch cannot change the uid: 422 ``field is immutable``, as ``ValidateObjectMetaUpdate`` answers."""
+    wanted, stored = obj["metadata"].get("uid"), existing["metadata"].get("uid")
+    if wanted and wanted != stored:
+        raise errors.invalid(info.kind, info.group, str(existing["metadata"]["name"]), [{
+            "reason": "FieldValueInvalid", "field": "metadata.uid",
+            "message": f'Invalid value: "{wanted}": field is immutable'}])
 
 
 def _set_type_meta(info: ResourceInfo, obj: dict[str, Any]) -> None:

@@ -5,8 +5,8 @@ fields are reported (``fieldValidation=Warn``), rejected (``Strict``) or
 silently dropped (``Ignore``), then the object is pruned, defaulted and
 validated.  Built-in kinds get kube-apiserver's defaults.  A few kinds need
 more on create or update: Namespaces get the ``kubernetes`` finalizer, phase
-Active and their name label; Services get a cluster IP, kept across
-updates; CustomResourceDefinitions are validated and get their status (see
+Active and their name label; Services get a cluster IP and node ports
+(:mod:`.serviceips`), kept across updates; CustomResourceDefinitions are validated and get their status (see
 :mod:`.crds`).
 """
 
@@ -16,15 +16,17 @@ from typing import Any
 
 from hybrid_operator.localcluster import errors, objects
 from hybrid_operator.localcluster.resources import CRDS_KEY, NAMESPACES_KEY, SERVICES_KEY, ResourceInfo
-from hybrid_operator.localcluster.semantics import crds, defaulting, schema
+from hybrid_operator.localcluster.semantics import celrules, crds, defaulting, schema, serviceips
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
 from hybrid_operator.localcluster.storage.store import Store
 
 
-def prepare(info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions) -> list[str]:
-    """Schema pruning/defaulting/validation or built-in defaulting, in place; returns warnings."""
+def prepare(info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions,
+            old: dict[str, Any] | None = None) -> list[str]:
+    """Schema pruning/defaulting/validation (and CEL rules, ``old`` for transition rules) or built-in
+    defaulting, in place; returns warnings."""
     if info.custom and info.schema is not None:
-        return _prepare_custom(info, info.schema, obj, opts)
+        return _prepare_custom(info, info.schema, obj, opts, old)
     if not info.custom:
         _replace_content(obj, defaulting.default_builtin(obj))
         if info.kind == crds.KIND:
@@ -33,7 +35,7 @@ def prepare(info: ResourceInfo, obj: dict[str, Any], opts: WriteOptions) -> list
 
 
 def _prepare_custom(info: ResourceInfo, structural: dict[str, Any], obj: dict[str, Any],
-                    opts: WriteOptions) -> list[str]:
+                    opts: WriteOptions, old: dict[str, Any] | None) -> list[str]:
     warnings: list[str] = []
     unknown = schema.unknown_fields(obj, structural)
     if unknown and opts.field_validation == "Strict":
@@ -44,6 +46,8 @@ def _prepare_custom(info: ResourceInfo, structural: dict[str, Any], obj: dict[st
     if unknown and opts.field_validation == "Warn":
         warnings.extend(f'unknown field "{path}"' for path in unknown)
     prepared, causes = schema.prepare(obj, structural)
+    if not causes and celrules.has_rules(structural):
+        causes = celrules.validate(structural, prepared, old)
     if causes:
         raise errors.invalid(info.kind, info.group, objects.name(obj), causes)
     _replace_content(obj, prepared)
@@ -63,20 +67,12 @@ def prepare_for_create(store: Store, info: ResourceInfo, obj: dict[str, Any]) ->
         obj["status"] = {"phase": "Active"}
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
     elif info.storage_key == SERVICES_KEY:
-        spec = obj.setdefault("spec", {})
-        if spec.get("type", "ClusterIP") != "ExternalName" and not spec.get("clusterIP"):
-            used = {str(s.get("spec", {}).get("clusterIP")) for s in store.list(SERVICES_KEY)}
-            spec["clusterIP"] = defaulting.allocate_cluster_ip(used)
-            spec["clusterIPs"] = [spec["clusterIP"]]
+        serviceips.allocate_on_create(store.list(SERVICES_KEY), obj)
         obj.setdefault("status", {"loadBalancer": {}})
 
 
-def prepare_for_update(info: ResourceInfo, old: dict[str, Any], new: dict[str, Any]) -> None:
+def prepare_for_update(store: Store, info: ResourceInfo, old: dict[str, Any], new: dict[str, Any]) -> None:
     if info.storage_key == CRDS_KEY:
         crds.set_status(new)
     elif info.storage_key == SERVICES_KEY:
-        spec = new.setdefault("spec", {})
-        old_spec = old.get("spec", {})
-        if not spec.get("clusterIP") and old_spec.get("clusterIP"):
-            spec["clusterIP"] = old_spec["clusterIP"]
-            spec["clusterIPs"] = old_spec.get("clusterIPs", [old_spec["clusterIP"]])
+        serviceips.keep_on_update(store.list(SERVICES_KEY), old, new)

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hybrid_operator.localcluster import errors, files
 from hybrid_operator.localcluster.storage.changes import Change, ChangeFeed
 
 SCHEMA = """
@@ -40,18 +41,36 @@ CREATE TABLE IF NOT EXISTS events (
 
 
 
+# etcd's default --max-request-bytes: kube-apiserver cannot store a larger object.
+MAX_OBJECT_BYTES = 1536 * 1024
+
+
 class Store:
     """Objects by (storage key, namespace, name), persisted in SQLite."""
 
     def __init__(self, path: Path | None, history: int = 20000) -> None:
-        self._db = sqlite3.connect(":memory:" if path is None else str(path), isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
+        self._db = self._open(path)
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = collections.defaultdict(dict)
         self.changes = ChangeFeed(history)
         self.rv = 0
         self._load()
+
+    @staticmethod
+    def _open(path: Path | None) -> sqlite3.Connection:
+        """The database, its file and SQLite's ``-wal``/``-shm`` companions all ``0600`` from their creation."""
+        if path is None:
+            db = sqlite3.connect(":memory:", isolation_level=None)
+            db.executescript(SCHEMA)
+            return db
+        files.create_private(path)
+        for companion in ("-wal", "-shm", "-journal"):
+            files.tighten(path.with_name(path.name + companion), files.PRIVATE_FILE)
+        with files.private_umask():  # SQLite creates -wal and -shm itself (with the database file's mode)
+            db = sqlite3.connect(str(path), isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(SCHEMA)
+        return db
 
     # -- loading -----------------------------------------------------------------
 
@@ -109,8 +128,15 @@ class Store:
         meta = obj["metadata"]
         namespace, name = str(meta.get("namespace", "")), str(meta["name"])
         rv = self.rv + 1
+        previous_rv = meta.get("resourceVersion")
         meta["resourceVersion"] = str(rv)
         body = json.dumps(obj, separators=(",", ":"))
+        if len(body) > MAX_OBJECT_BYTES:
+            if previous_rv is None:
+                meta.pop("resourceVersion")
+            else:
+                meta["resourceVersion"] = previous_rv
+            raise errors.object_too_large()
         change = Change(rv, "MODIFIED" if old is not None else "ADDED", skey, obj, old)
         self._commit(
             change,

@@ -8,10 +8,12 @@ kubectl 1.30+ prefers.  The documents themselves come from :mod:`..discovery`.
 
 from __future__ import annotations
 
+import json
+
 from aiohttp import web
 
 from hybrid_operator.localcluster import errors
-from hybrid_operator.localcluster.apiserver import discovery, encoding
+from hybrid_operator.localcluster.apiserver import discovery, encoding, openapi
 from hybrid_operator.localcluster.apiserver.context import api_of, config_of
 
 AGGREGATED = "{json};g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
@@ -77,14 +79,33 @@ async def openapi_v3_index(request: web.Request) -> web.Response:
     return encoding.respond(discovery.openapi_index(api_of(request).registry))
 
 
+_documents: dict[tuple[str, str], tuple[str, bytes]] = {}  # (group, version) -> (fingerprint, serialized)
+
+
 async def openapi_v3_document(request: web.Request) -> web.Response:
+    """One group/version's document, serialized once per registry fingerprint (it is large)."""
     parts = request.match_info["tail"].split("/")
     registry = api_of(request).registry
-    doc = None
     if len(parts) == 2 and parts[0] == "api":
-        doc = discovery.openapi_document(registry, "", parts[1])
+        group, version = "", parts[1]
     elif len(parts) == 3 and parts[0] == "apis":
-        doc = discovery.openapi_document(registry, parts[1], parts[2])
-    if doc is None:
+        group, version = parts[1], parts[2]
+    else:
         raise errors.path_not_found()
-    return encoding.respond(doc)
+    fingerprint = registry.fingerprint(group, version)
+    cached = _documents.get((group, version))
+    if cached is None or cached[0] != fingerprint:
+        doc = discovery.openapi_document(registry, group, version)
+        if doc is None:
+            raise errors.path_not_found()
+        cached = (fingerprint, json.dumps(doc, separators=(",", ":")).encode())
+        _documents[(group, version)] = cached
+    response = web.Response(body=cached[1], content_type="application/json")
+    return response
+
+
+async def openapi_v2(request: web.Request) -> web.Response:
+    """An empty OpenAPI v2 document (see :mod:`..openapi`: kubectl needs one to apply a ``kind: List``)."""
+    response = web.Response(body=b"")
+    response.headers["Content-Type"] = openapi.V2_CONTENT_TYPE
+    return response
