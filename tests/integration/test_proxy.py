@@ -99,7 +99,8 @@ def proxy(cluster: Cluster) -> Iterator[ProxyThread]:
 
 @pytest.fixture
 def namespace(cluster: Cluster) -> str:
-    name = f"proxy-{next(_names)}"
+    # not proxy-<n>: the module's shared namespace is named that way (conftest.namespace_for)
+    name = f"proxied-{next(_names)}"
     cluster.kubectl("create", "namespace", name)
     return name
 
