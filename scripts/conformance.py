@@ -211,26 +211,36 @@ class Operator:
 
 
 def molecule_inventory(checkout: Path, namespace: str, work: Path) -> Path:
-    """The variables molecule gives the verify play: group_vars, host_vars and ``molecule_yml``."""
-    molecule = yaml.safe_load((checkout / "molecule" / "default" / "molecule.yml").read_text()) or {}
-    config_dir = checkout / "config"
-    host = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-            "config_dir": str(config_dir), "samples_dir": str(config_dir / "samples"), "operator_image": "",
-            "operator_pull_policy": "Always", "kustomize": "kustomize"}
-    inventory = {"all": {"hosts": {"localhost": host},
-                         "vars": {"namespace": namespace, "molecule_yml": {**molecule, "scenario": {"name": "default"}},
-                                  "ctrl_label": "control-plane=controller-manager"}}}
+    """The variables molecule gives the verify play: molecule.yml's group_vars and host_vars (with the
+    environment substituted as molecule does), and ``molecule_yml``."""
+    config = checkout_files.molecule_config(checkout)
+    group, host = checkout_files.molecule_variables(config)
+    host = {"ansible_python_interpreter": "{{ ansible_playbook_python }}", **host, "ansible_connection": "local"}
+    variables = {**group, "namespace": namespace, "molecule_yml": {**config, "scenario": {"name": "default"}}}
+    inventory = {"all": {"hosts": {"localhost": host}, "vars": variables}}
     path = work / "inventory.yml"
     path.write_text(yaml.safe_dump(inventory))
     return path
 
 
-def replay(test: Path, inventory: Path, cluster: Cluster, work: Path, timeout: float) -> Result:
-    """One test file, included by a verify play as molecule's verify.yml includes it."""
+def verify_vars(checkout: Path) -> dict[str, Any]:
+    """The ``vars`` of molecule's verify play (``ctrl_label``...): the included test files may use them."""
+    path = checkout / "molecule" / "default" / "verify.yml"
+    plays = yaml.safe_load(path.read_text()) if path.is_file() else None
+    first = plays[0] if isinstance(plays, list) and plays and isinstance(plays[0], dict) else {}
+    found = first.get("vars")
+    return dict(found) if isinstance(found, dict) else {}
+
+
+def replay(test: Path, inventory: Path, play_vars: dict[str, Any], cluster: Cluster, work: Path,
+           timeout: float) -> Result:
+    """One test file, included by a verify play as molecule's verify.yml includes it. The play is written
+    next to the scenario's copy (``test``'s grandparent), as verify.yml is: templates/ and files/ of the
+    scenario are found as there."""
     play = [{"name": f"Verify {test.name}", "hosts": "localhost", "connection": "local", "gather_facts": False,
-             "collections": ["kubernetes.core"], "tasks": [{"ansible.builtin.include_tasks": str(test)}]}]
-    playbook = work / "verify" / f"{test.stem}.yml"
-    playbook.parent.mkdir(parents=True, exist_ok=True)
+             "collections": ["kubernetes.core"], "vars": play_vars,
+             "tasks": [{"ansible.builtin.include_tasks": f"tasks/{test.name}"}]}]
+    playbook = test.parent.parent / f"hybrid-verify-{test.stem}.yml"
     playbook.write_text(yaml.safe_dump(play, sort_keys=False))
     home = work / "verify-home"
     home.mkdir(exist_ok=True)
@@ -348,14 +358,16 @@ def run_flags(parser: argparse.ArgumentParser) -> set[str]:
 def replay_all(args: argparse.Namespace, checkout: Path, inventory: Path, cluster: Cluster, work: Path,
                metrics_url: str, notes: Notes) -> list[Result]:
     results = []
+    scenario = work / "scenario"  # a copy of molecule/default: the replayed plays are written into it
+    shutil.copytree(checkout / "molecule" / "default", scenario, dirs_exist_ok=True)
     for test in sorted((checkout / "molecule" / "default" / "tasks").glob("*_test.yml")):
         if args.only and test.name not in args.only:
             continue
         if test.name in CONTAINER_TESTS and not args.include_container_tests:
             results.append(Result(test.name, "SKIP", detail=CONTAINER_TESTS[test.name]))
             continue
-        included = checkout_files.replay_tasks(test, metrics_url, TOKEN_VARIABLE, work / "tasks", notes)
-        result = replay(included, inventory, cluster, work, args.test_timeout)
+        included = checkout_files.replay_tasks(test, metrics_url, TOKEN_VARIABLE, scenario / "tasks", notes)
+        result = replay(included, inventory, verify_vars(checkout), cluster, work, args.test_timeout)
         result.name = test.name
         print(f"{result.status:4}  {test.name}  ({result.seconds:.0f} s) {result.detail}", flush=True)
         results.append(result)

@@ -83,12 +83,44 @@ def _plain_config(checkout: Path) -> list[dict[str, Any]]:
     return documents
 
 
+#: what molecule substitutes in molecule.yml: ``$$``, ``${NAME}``, ``${NAME:-default}``, ``${NAME-default}``, ``$NAME``
+MOLECULE_VARIABLE = re.compile(r"\$\$|\$\{(\w+)(?:(:?-)([^}]*))?\}|\$(\w+)")
+
+
+def molecule_interpolate(text: str, env: dict[str, str]) -> str:
+    """molecule.yml's text with the environment substituted, as molecule does before reading it."""
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        value = env.get(match.group(1) or match.group(4))
+        if (match.group(2) == ":-" and not value) or (match.group(2) == "-" and value is None):
+            return match.group(3)
+        return value or ""
+
+    return MOLECULE_VARIABLE.sub(one, text)
+
+
+def molecule_config(checkout: Path) -> dict[str, Any]:
+    """``molecule/default/molecule.yml`` as molecule reads it (environment substituted)."""
+    scenario = checkout / "molecule" / "default"
+    env = {**os.environ, "MOLECULE_PROJECT_DIRECTORY": str(checkout), "MOLECULE_SCENARIO_NAME": "default",
+           "MOLECULE_SCENARIO_DIRECTORY": str(scenario)}
+    loaded = yaml.safe_load(molecule_interpolate((scenario / "molecule.yml").read_text(), env))
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def molecule_variables(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The inventory's ``group_vars.all`` and ``host_vars.localhost`` of molecule.yml."""
+    inventory = (config.get("provisioner") or {}).get("inventory") or {}
+    group = ((inventory.get("group_vars") or {}).get("all")) or {}
+    host = ((inventory.get("host_vars") or {}).get("localhost")) or {}
+    return dict(group), dict(host)
+
+
 def molecule_namespace(checkout: Path) -> str:
-    """``namespace`` of molecule's group_vars: ``${TEST_OPERATOR_NAMESPACE:-osdk-test}``, resolved."""
-    text = (checkout / "molecule" / "default" / "molecule.yml").read_text()
-    match = re.search(r"namespace:\s*\$\{TEST_OPERATOR_NAMESPACE:-([\w.-]+)\}", text)
-    default = match.group(1) if match else "osdk-test"
-    return os.environ.get("TEST_OPERATOR_NAMESPACE") or default
+    """``namespace`` of molecule's group_vars (``${TEST_OPERATOR_NAMESPACE:-osdk-test}``), resolved."""
+    group, _ = molecule_variables(molecule_config(checkout))
+    return str(group.get("namespace") or "osdk-test")
 
 
 def is_manager(doc: dict[str, Any]) -> bool:
@@ -167,6 +199,11 @@ def dockerfile_instructions(dockerfile: Path) -> list[tuple[str, str]]:
     return found
 
 
+def expand(text: str, values: dict[str, str]) -> str:
+    """``${NAME}`` and ``$NAME`` replaced as a Dockerfile's ENV does (an unknown name is empty)."""
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda match: values.get(match.group(1) or match.group(2), ""), text)
+
+
 @dataclass
 class Image:
     """The image the Dockerfile describes, laid out on this machine: HOME is ``home`` (seen at
@@ -188,15 +225,21 @@ class Image:
         return self.root / str(image).lstrip("/")
 
     def build(self, dockerfile: Path) -> None:
+        build_args: dict[str, str] = {}
         for instruction, rest in dockerfile_instructions(dockerfile):
             if instruction == "COPY":
                 self.copy(rest)
             elif instruction == "RUN":
                 for command in re.split(r"\s*&&\s*", rest):
                     self.run(command)
+            elif instruction == "ARG":
+                key, _, default = rest.partition("=")
+                build_args[key.strip()] = default.strip().strip('"')
+                if not default:
+                    self.notes.add(f"ARG {key.strip()}: no --build-arg here, so empty (as docker build without it)")
             elif instruction == "ENV":
                 key, _, value = rest.replace("=", " ", 1).partition(" ")
-                self.env[key] = value.strip().strip('"')
+                self.env[key] = expand(value.strip().strip('"'), {**build_args, **self.env})
             elif instruction == "FROM":
                 self.notes.add(f"FROM {rest}: hybrid-operator (this checkout's venv) stands in for that image")
         config = self.root / "etc" / "ansible" / "ansible.cfg"
@@ -275,8 +318,9 @@ class Image:
 
 
 def replay_tasks(test: Path, metrics_url: str, token_variable: str, out_dir: Path, notes: Notes) -> Path:
-    """The test file to include: a copy whose ``k8s_exec`` of ``curl .../metrics`` in the manager Pod reads
-    our metrics endpoint instead (same registered variable, same ``stdout``), else the file itself.
+    """The test file to include: ``out_dir``'s copy, rewritten where its ``k8s_exec`` of ``curl .../metrics``
+    in the manager Pod reads our metrics endpoint instead (same registered variable, same ``stdout``);
+    the file itself when ``out_dir`` has no copy and nothing needs rewriting.
 
     The scrape presents a bearer token as the curl does (there, the Pod's service account token; here
     the operator's own credentials, from the environment variable ``token_variable``), so
@@ -300,9 +344,9 @@ def replay_tasks(test: Path, metrics_url: str, token_variable: str, out_dir: Pat
         changed = True
         notes.add(f"{test.name}: the k8s_exec of curl .../metrics inside the manager Pod is replayed as a GET of "
                   f"{metrics_url} with the operator's bearer token (no container runs here)")
-    if not changed:
-        return test
-    out_dir.mkdir(parents=True, exist_ok=True)
     copy = out_dir / test.name
+    if not changed:
+        return copy if copy.is_file() else test
+    out_dir.mkdir(parents=True, exist_ok=True)
     copy.write_text(yaml.safe_dump(tasks, sort_keys=False))
     return copy

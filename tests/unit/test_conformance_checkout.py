@@ -118,7 +118,8 @@ def test_the_image_layout_copies_writes_and_notes_what_it_does_not_translate(tmp
     (checkout / "ansible.cfg").write_text("[defaults]\n")
     (checkout / "Dockerfile").write_text(
         "FROM quay.io/operator-framework/ansible-operator:dev\n"
-        "ENV OPERATOR_VERSION=1.2.3\n"
+        "ARG DEFAULT_VERSION\nARG CHANNEL=stable\n"
+        "ENV OPERATOR_VERSION=1.2.3\nENV DEFAULT_VERSION=${DEFAULT_VERSION}\nENV TRACK=$CHANNEL-${OPERATOR_VERSION}\n"
         "COPY watches.yaml ${HOME}/watches.yaml\n"
         "COPY roles/ ${HOME}/roles/\n"
         "COPY ansible.cfg /etc/ansible/ansible.cfg\n"
@@ -129,6 +130,13 @@ def test_the_image_layout_copies_writes_and_notes_what_it_does_not_translate(tmp
     assert (home / "watches.yaml").is_file()
     assert (home / "roles" / "web" / "tasks" / "main.yml").is_file()
     assert (home / "pwd.yml").read_text() == "abc123\n"
-    assert image.env == {"OPERATOR_VERSION": "1.2.3", "ANSIBLE_CONFIG": str(root / "etc" / "ansible" / "ansible.cfg")}
+    assert image.env == {"OPERATOR_VERSION": "1.2.3", "DEFAULT_VERSION": "", "TRACK": "stable-1.2.3",
+                         "ANSIBLE_CONFIG": str(root / "etc" / "ansible" / "ansible.cfg")}
     assert any("dnf install -y openssl" in line and "not translated" in line for line in notes.lines)
     assert any(line.startswith("FROM quay.io/operator-framework/ansible-operator:dev") for line in notes.lines)
+
+
+def test_molecule_yml_is_read_with_the_environment_substituted_as_molecule_does() -> None:
+    env = {"SET": "v", "EMPTY": ""}
+    text = "a: ${SET:-d}\nb: ${EMPTY:-d}\nc: ${EMPTY-d}\nd: ${UNSET-d}\ne: $SET/x\nf: $${SET}\ng: ${UNSET}\n"
+    assert cc.molecule_interpolate(text, env) == "a: v\nb: d\nc: \nd: d\ne: v/x\nf: ${SET}\ng: \n"
