@@ -265,12 +265,13 @@ def replay(test: Path, inventory: Path, play_vars: dict[str, Any], cluster: Clus
 
 
 def _failure(output: str, code: int) -> str:
-    if code == -1:
-        return "timed out"
+    """The last task the file ran and why it failed (or that the file's time ran out in it)."""
     lines = [line for line in output.splitlines() if line.startswith(("fatal:", "TASK [", "failed:"))]
     tasks = [line for line in lines if line.startswith("TASK [")]
     fatal = [line for line in lines if not line.startswith("TASK [")]
     where = tasks[-1].strip("* ") if tasks else ""
+    if code == -1:
+        return f"timed out in {where}" if where else "timed out"
     return f"{where} {fatal[-1][:300] if fatal else f'exit {code}'}".strip()
 
 
