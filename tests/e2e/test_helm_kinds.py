@@ -103,14 +103,20 @@ def repo_operator(shared_cluster: Cluster, tmp_path_factory: pytest.TempPathFact
 
 
 def fixture_watches(workdir: Path) -> Path:
-    """The fixture watches file with every chart as an absolute path, so it may live outside the fixtures."""
-    entries = yaml.safe_load((FIXTURES / "watches.yaml").read_text())
-    for entry in entries:
-        chart = entry["chart"]
-        path = REPO / "charts" / "memcached" if chart == "REPO_MEMCACHED_CHART" else FIXTURES / chart
-        entry["chart"] = str(path)
+    """The fixture watches file with every chart as an absolute path, so it may live outside the fixtures.
+
+    Edited as text: the file's ``$VARIABLES`` are expanded by the loader before YAML parsing, so a
+    round trip through a YAML dumper would lose the quotes around them.
+    """
+    lines = []
+    for line in (FIXTURES / "watches.yaml").read_text().splitlines():
+        key, _, value = line.partition("chart: ")
+        if key.strip() == "" and value:
+            path = REPO / "charts" / "memcached" if value == "REPO_MEMCACHED_CHART" else FIXTURES / value
+            line = f"{key}chart: {path}"
+        lines.append(line)
     watches = workdir / "watches.yaml"
-    watches.write_text(yaml.safe_dump(entries))
+    watches.write_text("\n".join(lines) + "\n")
     return watches
 
 

@@ -68,3 +68,17 @@ def test_immutable_configmap_data(shared_cluster: Cluster) -> None:
     assert changed.status == 422, changed.body
     assert changed.json()["message"] == ('ConfigMap "frozen" is invalid: data: Forbidden: field is immutable when '
                                          "`immutable` is set")
+
+
+def test_claim_storage_class_is_set_once_then_immutable(shared_cluster: Cluster) -> None:
+    """A claim created without a class gets the default one (as kube >= 1.28 assigns it retroactively); then fixed."""
+    body = {"metadata": {"name": "late-class"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                         "resources": {"requests": {"storage": "1Gi"}}}}
+    assert raw_request(shared_cluster, "POST", f"{NS}/persistentvolumeclaims", body).status == 201
+    shared_cluster.kubectl("wait", "--for=jsonpath={.status.phase}=Bound", "pvc/late-class", "-n", "default",
+                           "--timeout=20s")
+    assert shared_cluster.get_json("pvc", "late-class", "-n", "default")["spec"]["storageClassName"] == "standard"
+    moved = raw_request(shared_cluster, "PATCH", f"{NS}/persistentvolumeclaims/late-class",
+                        {"spec": {"storageClassName": "other"}}, content_type="application/merge-patch+json")
+    assert moved.status == 422, moved.body
+    assert "spec: Forbidden: spec is immutable after creation" in moved.json()["message"]

@@ -85,6 +85,8 @@ def _pvc(old: Obj, new: Obj) -> list[Cause]:
             spec["resources"] = resources
         if not old.get("spec", {}).get("volumeName"):
             spec.pop("volumeName", None)  # binding sets it
+        if not old.get("spec", {}).get("storageClassName"):
+            spec.pop("storageClassName", None)  # the default class is assigned retroactively, as kube >= 1.28 does
         return spec
     if fixed(old) == fixed(new):
         return []
