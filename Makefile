@@ -15,6 +15,9 @@ override PATH := $(BIN):$(PATH)
 export PATH
 CONFORMANCE_FLAGS ?=
 PYTEST_FLAGS ?=
+# `make test` runs the test files on two workers (pytest-xdist); a file's tests stay on one worker,
+# so module fixtures (an operator process, a namespace) are shared as written. TEST_WORKERS=0: serial.
+TEST_WORKERS ?= 2
 
 .PHONY: setup run cluster test test-unit test-integration test-security lint bench-cluster clean manifests molecule \
 	conformance
@@ -52,7 +55,7 @@ test-security: setup  ## the attacks of docs/security.md (also part of `make tes
 	$(BIN)/pytest -m security -q $(PYTEST_FLAGS)
 
 test: setup lint
-	$(BIN)/pytest -q $(PYTEST_FLAGS)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_FLAGS)
 
 manifests: setup  ## config/crd, config/rbac, config/manager from watches.yaml, schemas/ and the automation
 	$(BIN)/hybrid-operator generate all
