@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any
 
+#: the extra rendered as a block of lines after the record in text logs
+BLOCK_KEY = "output"
 # Attributes every LogRecord has; anything else came from ``extra``.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()) | {"message", "asctime"}
 
@@ -27,10 +29,15 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
-        pairs = " ".join(f"{key}={_render(value)}" for key, value in _extras(record).items())
+        extras = _extras(record)
+        # a multi-line ``output`` (a run's task output) follows the line as a block, as printed
+        block = extras.pop(BLOCK_KEY) if isinstance(extras.get(BLOCK_KEY), str) and "\n" in extras[BLOCK_KEY] else None
+        pairs = " ".join(f"{key}={_render(value)}" for key, value in extras.items())
         line = f"{stamp} {record.levelname:<7} {record.name} {record.getMessage()}"
         if pairs:
             line = f"{line} {pairs}"
+        if block is not None:
+            line = f"{line}\n----- {BLOCK_KEY} -----\n{block.rstrip()}\n-----"
         if record.exc_info:
             line = f"{line}\n{self.formatException(record.exc_info)}"
         return line

@@ -94,9 +94,12 @@ def test_owned_children_are_watched_restored_and_collected(module_cluster: Clust
         assert "ownerReferences" not in role["metadata"]
         assert role["metadata"]["annotations"]["operator-sdk/primary-resource"] == f"{cluster.namespace}/a1"
         assert role["metadata"]["annotations"]["operator-sdk/primary-resource-type"] == "App.e2e.hybrid.dev"
-        kinds = get_or_none(cluster, "app", "a1")["metadata"]["annotations"]["hybrid-operator.dev/dependent-kinds"]
-        assert set(kinds.split(",")) >= {"apps/v1/Deployment", "/v1/Service",
-                                         "rbac.authorization.k8s.io/v1/ClusterRole"}
+        # the child kinds are kept in a ConfigMap of the operator's own, never on the owner
+        owner_annotations = get_or_none(cluster, "app", "a1")["metadata"].get("annotations") or {}
+        assert "hybrid-operator.dev/dependent-kinds" not in owner_annotations
+        kinds = cluster.get_json("configmap", "hybrid-operator-dependents")["data"]["App.e2e.hybrid.dev"]
+        assert set(kinds.splitlines()) >= {"apps/v1/Deployment", "/v1/Service",
+                                           "rbac.authorization.k8s.io/v1/ClusterRole"}
 
         # a deleted child brings the owner back at once (the period is 10h)
         runs = run_count(operator, "a1", "App")
@@ -121,7 +124,7 @@ def test_owned_children_are_watched_restored_and_collected(module_cluster: Clust
     finally:
         assert operator.stop() == 0
 
-    # after a restart the dependent watches come back from the owner's annotation
+    # after a restart the dependent watches come back from our ConfigMap
     restarted = OperatorProcess(cluster, FIXTURES / "watches.yaml", tmp_path / "second")
     try:
         wait_for(lambda: [r for r in restarted.log_records() if r.get("msg") == "dependent watch started"
@@ -129,7 +132,7 @@ def test_owned_children_are_watched_restored_and_collected(module_cluster: Clust
         records = restarted.log_records()
         first_watch = next(i for i, r in enumerate(records) if r.get("msg") == "dependent watch started")
         first_run = next((i for i, r in enumerate(records) if r.get("msg") == "run finished"), len(records))
-        assert first_watch < first_run, "watches are re-established before any run, from the annotation"
+        assert first_watch < first_run, "watches are re-established before any run, from our ConfigMap"
         wait_for(lambda: run_count(restarted, "a1", "App") >= 1, "the startup reconcile")
         before = run_count(restarted, "a1", "App")
         cluster.kubectl("delete", "service", "a1-svc")

@@ -406,3 +406,73 @@ def test_run_kubeconfig_points_at_the_proxy(proxy: ProxyThread, owner: dict[str,
     assert len(credentials.token) >= 40
     assert other.token != credentials.token
     assert credentials.token not in repr(credentials)
+
+
+# -- never adopting someone else's object (issue 14, gap 3) ---------------------------------------------
+
+FORCE_PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: the SDK's finalizerconcurrencyfinalizer.yml, as a finalizer writes a result
+      kubernetes.core.k8s:
+        force: yes
+        definition:
+          apiVersion: v1
+          kind: ConfigMap
+          metadata: {name: finalizer-concurrency-results, namespace: "{{ ns }}"}
+          data: {finalizer: success}
+"""
+
+
+def test_a_forced_replace_of_someone_elses_object_does_not_adopt_it(
+        cluster: Cluster, proxy: ProxyThread, namespace: str, owner: dict[str, Any],
+        run: tuple[RunCredentials, Path], tmp_path: Path) -> None:
+    """finalizerconcurrencytest: a finalizer playbook's ``k8s force: yes`` (PUT) on a ConfigMap the test made
+    must not give it an owner reference, or garbage collection deletes it with the CR."""
+    cluster.kubectl("create", "configmap", "finalizer-concurrency-results", "-n", namespace)
+    playbook = tmp_path / "force.yml"
+    playbook.write_text(FORCE_PLAYBOOK)
+    env = cluster.env()
+    env.update(HOME=str(tmp_path), K8S_AUTH_KUBECONFIG=str(run[1]), KUBECONFIG=str(run[1]),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_LOCALHOST_WARNING="False",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="False", ANSIBLE_NOCOLOR="1")
+    done = subprocess.run([find_binary("ansible-playbook"), str(playbook), "-e", json.dumps({"ns": namespace})],
+                          env=env, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    live = cluster.get_json("configmap", "finalizer-concurrency-results", "-n", namespace)
+    assert live["data"] == {"finalizer": "success"}
+    assert "ownerReferences" not in live["metadata"]
+    assert "finalizer-concurrency-results" not in {c.name for k, c in proxy.children if k.namespace == namespace}
+
+
+def test_a_replace_keeps_the_link_an_object_already_has(
+        cluster: Cluster, proxy: ProxyThread, namespace: str, owner: dict[str, Any],
+        run: tuple[RunCredentials, Path]) -> None:
+    credentials = run[0]
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine"}, "data": {"v": "1"}}
+    status, _, created = proxy_request(credentials, proxy.proxy.port, credentials.ca_pem, "POST",
+                                       f"/api/v1/namespaces/{namespace}/configmaps", body)
+    assert status == 201 and created["metadata"]["ownerReferences"] == [reference_to(owner)]
+    replaced = {**body, "data": {"v": "2"}}  # a whole-object replace that does not restate the reference
+    status, _, answer = proxy_request(credentials, proxy.proxy.port, credentials.ca_pem, "PUT",
+                                      f"/api/v1/namespaces/{namespace}/configmaps/mine", replaced)
+    assert status == 200, answer
+    live = cluster.get_json("configmap", "mine", "-n", namespace)
+    assert live["data"] == {"v": "2"}
+    assert live["metadata"]["ownerReferences"] == [reference_to(owner)]
+
+
+def test_server_side_apply_onto_someone_elses_object_does_not_adopt_it(
+        cluster: Cluster, proxy: ProxyThread, namespace: str, owner: dict[str, Any],
+        run: tuple[RunCredentials, Path]) -> None:
+    credentials = run[0]
+    cluster.kubectl("create", "configmap", "theirs", "-n", namespace, "--from-literal=a=b")
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "theirs"}, "data": {"c": "d"}}
+    status, _, answer = proxy_request(credentials, proxy.proxy.port, credentials.ca_pem, "PATCH",
+                                      f"/api/v1/namespaces/{namespace}/configmaps/theirs?fieldManager=run",
+                                      body, content_type="application/apply-patch+yaml")
+    assert status == 200, answer
+    live = cluster.get_json("configmap", "theirs", "-n", namespace)
+    assert live["data"] == {"a": "b", "c": "d"}
+    assert "ownerReferences" not in live["metadata"]

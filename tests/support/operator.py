@@ -32,6 +32,9 @@ class OperatorProcess:
                    "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0", *args]
         env = cluster.env()
         env["ANSIBLE_LOCAL_TEMP"] = str(workdir / "ansible-tmp")
+        # the operator's own objects (its Lease, its dependents ConfigMap) go to the test's namespace, as
+        # they go to a Pod's: tests sharing a server do not share them
+        env.setdefault("POD_NAMESPACE", cluster.namespace)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                             cwd=watches.parent)

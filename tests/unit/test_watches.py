@@ -229,16 +229,34 @@ def test_role_search_order(tmp_path: Path) -> None:
     collections = tmp_path / "coll"
     env = {"HOME": str(tmp_path / "home"), "ANSIBLE_ROLES_PATH": f"{roles_path}:relative-roles",
            "ANSIBLE_COLLECTIONS_PATH": f"{collections}"}
-    assert locations.role_candidates("ns.coll.web", base, env) == [
+    cwd = tmp_path / "cwd"
+    assert locations.role_candidates("ns.coll.web", base, env, cwd) == [
         collections / "ansible_collections" / "ns" / "coll" / "roles" / "web",
         roles_path / "ns.coll.web",
         roles_path / "roles" / "ns.coll.web",
         base / "relative-roles" / "ns.coll.web",
         base / "relative-roles" / "roles" / "ns.coll.web",
         base / "roles" / "ns.coll.web",
+        cwd / "roles" / "ns.coll.web",  # the SDK's {{CWD}}/roles
     ]
     assert locations.role_candidates("/abs/role", base, env) == [Path("/abs/role")]
-    assert locations.role_candidates("web", base, {"HOME": "/h"}) == [base / "roles" / "web"]
+    assert locations.role_candidates("web", base, {"HOME": "/h"}, base) == [base / "roles" / "web"]
+
+
+def test_roles_search_path_of_every_run(tmp_path: Path) -> None:
+    """The configured roles path (variable, else ansible.cfg, else Ansible's default), then the project's
+    and the working directory's roles/."""
+    base, cwd, home = tmp_path / "project", tmp_path / "cwd", tmp_path / "home"
+    env = {"HOME": str(home), "ANSIBLE_ROLES_PATH": "/shared/roles:relative"}
+    assert locations.roles_search_path(base, env, cwd) == [
+        Path("/shared/roles"), base / "relative", base / "roles", cwd / "roles"]
+    base.mkdir()
+    (base / "ansible.cfg").write_text("[defaults]\nroles_path = /opt/ansible/roles:~/roles\n")
+    assert locations.roles_search_path(base, {"HOME": str(home)}, base) == [
+        Path("/opt/ansible/roles"), home / "roles", base / "roles"]
+    (base / "ansible.cfg").unlink()
+    assert locations.roles_search_path(base, {"HOME": str(home), "ANSIBLE_CONFIG": "/nonexistent"}, base)[:3] == [
+        home / ".ansible" / "roles", Path("/usr/share/ansible/roles"), Path("/etc/ansible/roles")]
 
 
 def test_default_collections_path_uses_home(tmp_path: Path) -> None:

@@ -14,7 +14,11 @@ here, free of I/O, and is unit-tested on its own. What is read, as the Operator 
 * ``requeue_after``: the first ``runner_on_ok`` of a ``requeue_after`` or
   ``operator_sdk.util.requeue_after`` task, whose result's ``period`` is a Go duration;
 * for runs without stats (syntax error, missing executable, killed), the error text from the
-  ``verbose`` events (Ansible's own output outside any task).
+  ``verbose`` events (Ansible's own output outside any task);
+* the plays that matched no host (``playbook_on_no_hosts_matched``): the SDK counts such a run as a
+  success, and so do we, but the reconciler says so (a Warning Event) instead of staying silent;
+* for a task that failed after an ``until`` loop ran out of retries, a message saying so, with the
+  last attempt's own message when it has one (Ansible gives none of its own).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from hybrid_operator.ansible.runs import FailedTask, RunResult
 from hybrid_operator.config.values import DurationError, parse_duration
 
 STATS_EVENT = "playbook_on_stats"
+NO_HOSTS_EVENT = "playbook_on_no_hosts_matched"
 REQUEUE_ACTIONS = frozenset({"requeue_after", "operator_sdk.util.requeue_after"})
 _FATAL_EVENTS = {"runner_on_failed": "failures", "runner_on_unreachable": "dark"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -73,7 +78,7 @@ class EventCollector:
         name = event.get("event")
         if name == "verbose":
             self._verbose.append(event)
-        elif name in _FATAL_EVENTS or name == STATS_EVENT or _is_requeue(event):
+        elif name in _FATAL_EVENTS or name in (STATS_EVENT, NO_HOSTS_EVENT) or _is_requeue(event):
             self._kept.append(event)
         return True
 
@@ -104,7 +109,20 @@ def result_from_events(
         requeue_after=_requeue_after(ordered),
         stats_data=copy.deepcopy(dict(artifact_data)) if isinstance(artifact_data, Mapping) else {},
         duration=outcome.duration, artifact_ident=outcome.ident, artifact_dir=outcome.artifact_dir,
+        unmatched_plays=_unmatched_plays(ordered),
     )
+
+
+def _unmatched_plays(events: list[Mapping[str, Any]]) -> tuple[str, ...]:
+    """``<play name> (hosts: <pattern>)`` of each play that matched no host."""
+    plays = []
+    for event in events:
+        if event.get("event") != NO_HOSTS_EVENT:
+            continue
+        data = _data(event)
+        name, pattern = str(data.get("play") or ""), str(data.get("play_pattern") or "")
+        plays.append(f"{name!r} (hosts: {pattern})" if name else f"hosts: {pattern}")
+    return tuple(plays)
 
 
 def _ordered(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -156,11 +174,26 @@ def _failed_tasks(events: list[Mapping[str, Any]], stats_data: Mapping[str, Any]
 def _message(data: Mapping[str, Any]) -> str:
     result = data.get("res")
     result = result if isinstance(result, Mapping) else {}
+    own = _own_message(result)
+    attempts = result.get("attempts")
+    # Ansible adds ``attempts`` to the result of an ``until``/``retries`` task; a failed one ran out of them
+    if isinstance(attempts, int) and not isinstance(attempts, bool) and attempts > 0:
+        retried = f"its until condition was still false after {attempts} attempt{'s' if attempts != 1 else ''}"
+        return f"{retried}; the last attempt said: {own}" if own else retried
+    if own:
+        return own
+    if result.get("failed_when_result"):
+        return "its failed_when condition was true"
+    return "the task failed without a message"
+
+
+def _own_message(result: Mapping[str, Any]) -> str:
+    """What a task result says of itself: ``msg``, ``stderr`` or ``reason`` (first non-empty)."""
     for key in ("msg", "stderr", "reason"):
         value = result.get(key)
         if value:
             return value if isinstance(value, str) else str(value)
-    return "the task failed without a message"
+    return ""
 
 
 def _is_requeue(event: Mapping[str, Any]) -> bool:

@@ -15,19 +15,24 @@ holds the decisions, free of any I/O:
   ``controller`` nor ``blockOwnerDeletion``, exactly as the SDK writes it;
 * the rewriting of a JSON or YAML request body (:func:`inject_body`).
 
-Writes that carry the link (the SDK only handles POST, AOP#33):
+Writes that carry the link -- only where the object is being created, as the
+SDK's proxy links only what a run creates, so a run never adopts someone else's
+object (a finalizer's ``k8s force: yes`` on a ConfigMap another component made
+would otherwise hand it to the garbage collector with the CR):
 
-* ``POST`` to a collection (create);
-* ``PATCH`` with ``application/apply-patch+yaml`` (server-side apply), ALWAYS,
-  not only when the object is new: an apply configuration that omits a field
-  its manager applied before removes that field, so a second apply without the
-  reference would strip the ownership the first one set;
-* ``PUT`` of a whole object (``kubernetes.core.k8s`` with ``force: true``, and
-  the create-on-update kinds): a replace without the reference would drop it.
+* ``POST`` to a collection (create), as in the SDK;
+* ``PATCH`` with ``application/apply-patch+yaml`` (server-side apply) and
+  ``PUT`` of a whole object (``kubernetes.core.k8s`` with ``apply: true`` or
+  ``force: true``) when the object does not exist yet -- the SDK leaves these
+  unlinked (AOP#33) -- or when it already carries this owner's link: an apply
+  configuration that omits a field its manager applied before removes that
+  field, and a replace without the reference drops it, so restating the link is
+  what keeps the ownership the first write set (:func:`links_existing`).
 
 Merge, strategic-merge and JSON patches never create an object and leave
-``metadata.ownerReferences`` alone, so they pass through untouched, as do
-subresources, protobuf/CBOR bodies and the owner itself.
+``metadata.ownerReferences`` alone, so they pass through untouched (a playbook
+may even detach an object with ``ownerReferences: null``), as do subresources,
+protobuf/CBOR bodies and the owner itself.
 """
 
 from __future__ import annotations
@@ -185,6 +190,43 @@ def plan_write(method: str, content_type: str | None, target: Target | None) -> 
     if method == "PUT" and target.name and media != APPLY_PATCH:
         return "replace"
     return None
+
+
+class _Marker:
+    """What is known of the object a write addresses, when it is not the object itself."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: the object does not exist (the write creates it)
+ABSENT = _Marker("ABSENT")
+#: the API could not say (the write is left alone: never adopt on a guess)
+UNKNOWN = _Marker("UNKNOWN")
+Existing = dict[str, Any] | _Marker
+
+
+def carries_link(obj: dict[str, Any], owner: Owner, link: Link) -> bool:
+    """True when ``obj`` is already linked to ``owner`` (its ownerReference, or its primary annotations)."""
+    metadata = objects.meta(obj)
+    if link == "ownerReference":
+        return any(isinstance(ref, dict) and ref.get("uid") == owner.uid
+                   for ref in metadata.get("ownerReferences") or [])
+    annotations = metadata.get("annotations") or {}
+    return all(annotations.get(key) == value for key, value in owner_annotations(owner).items())
+
+
+def links_existing(existing: Existing, owner: Owner, link: Link) -> bool:
+    """Whether an apply or a replace of an object in the state ``existing`` carries the owner link:
+    when it creates the object, or restates a link the object has; never onto someone else's object."""
+    if existing is ABSENT:
+        return True
+    if isinstance(existing, dict):
+        return carries_link(existing, owner, link)
+    return False
 
 
 def is_virtual(verbs: list[str] | frozenset[str] | set[str]) -> bool:

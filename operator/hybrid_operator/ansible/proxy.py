@@ -327,7 +327,8 @@ class OwnerProxy:
     async def _plan(self, request: web.Request, owner: ownership.Owner, body: bytes) -> _Plan | None:
         target = ownership.parse_path(request.path)
         content_type = request.headers.get("Content-Type")
-        if target is None or ownership.plan_write(request.method, content_type, target) is None:
+        write = ownership.plan_write(request.method, content_type, target)
+        if target is None or write is None:
             return None
         decoded = ownership.decode_body(content_type, body)
         if decoded is None or ownership.is_owner(owner, target, decoded):
@@ -336,11 +337,33 @@ class OwnerProxy:
         if resource is None or ownership.is_virtual(resource.verbs):
             return None
         link = ownership.choose_link(owner, target.namespace)
+        if write != "create" and not ownership.links_existing(await self._existing(request), owner, link):
+            return None  # someone else's object: an apply or a replace must not adopt it
         injected = ownership.inject_body(content_type, body, owner, link)
         if injected is None:
             return None
         child = ownership.child_ref(target, decoded, link, kind=resource.kind)
         return _Plan(injected, child, dry_run="dryRun" in request.query)
+
+    async def _existing(self, request: web.Request) -> ownership.Existing:
+        """The object an apply or a replace addresses, as it is before the write (``ABSENT`` for a 404,
+        ``UNKNOWN`` when the API could not say)."""
+        target = api_target(request.raw_path)
+        if target is None:
+            return ownership.UNKNOWN
+        headers = {"Accept": "application/json"}
+        if self.upstream.token:
+            headers["Authorization"] = f"Bearer {self.upstream.token}"
+        try:
+            async with self._client().get(self._url(target[0]), headers=headers) as response:
+                if response.status == 404:
+                    return ownership.ABSENT
+                if response.status != 200:
+                    return ownership.UNKNOWN
+                found = json.loads(await response.read())
+        except (TimeoutError, aiohttp.ClientError, ValueError):
+            return ownership.UNKNOWN
+        return found if isinstance(found, dict) else ownership.UNKNOWN
 
     def _headers(self, request: web.Request, *, keep_encoding: bool = True) -> dict[str, str]:
         headers = {key: value for key, value in request.headers.items() if key.lower() not in HOP_BY_HOP}

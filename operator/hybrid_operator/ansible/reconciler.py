@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shlex
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -25,11 +24,11 @@ from hybrid_operator.ansible import artifacts, commandfile, credentials, extrava
 from hybrid_operator.ansible.proxy import OwnerProxy
 from hybrid_operator.ansible.runs import Runner, RunRequest, RunResult
 from hybrid_operator.config.model import AnsibleWatch
-from hybrid_operator.config.settings import Settings
+from hybrid_operator.config.settings import Settings, split_ansible_args
 from hybrid_operator.config.values import annotation_duration
 from hybrid_operator.controller import conditions, triggers
 from hybrid_operator.controller.metrics import OperatorMetrics, gvk_label
-from hybrid_operator.controller.reconcile import Outcome, RunCancel
+from hybrid_operator.controller.reconcile import Outcome, OwnWrites, RunCancel
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
 
@@ -46,6 +45,8 @@ REASON_SUCCEEDED = "ReconcileSucceeded"
 REASON_FAILED = "ReconcileFailed"
 #: the Event reason when a spec is refused before any run (extravars.refusals)
 REASON_REFUSED = "SpecRefused"
+#: the Warning Event when a play of the run matched no host (the run still counts as a success)
+REASON_NO_HOSTS = "NoHostsMatched"
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class AnsibleReconciler:
     def __init__(self, watch: AnsibleWatch, cluster: ClusterClient, runner: Runner, settings: Settings,
                  slots: asyncio.Semaphore, kubeconfig: Path, env: dict[str, str],
                  proxy: OwnerProxy | None = None, *, metrics: OperatorMetrics | None = None,
-                 cancel: RunCancel | None = None) -> None:
+                 cancel: RunCancel | None = None, own_writes: OwnWrites | None = None) -> None:
         self.watch = watch
         self.cluster = cluster
         self.runner = runner
@@ -93,6 +94,8 @@ class AnsibleReconciler:
         self.proxy = proxy
         self.metrics = metrics
         self.cancel = cancel or RunCancel()
+        #: the states of our CRs that our own writes produced (their watch events start nothing)
+        self.own_writes = own_writes if own_writes is not None else OwnWrites()
         self.gvk_label = gvk_label(watch.gvk.group, watch.gvk.version, watch.gvk.kind)
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
@@ -149,6 +152,7 @@ class AnsibleReconciler:
             updated = await asyncio.to_thread(self.cluster.set_finalizer, ref, obj, finalizer.name, True)
             if updated is None:
                 return Outcome()
+            self.own_writes.record(updated)
             obj = updated
         if self.watch.manage_status:
             obj = await self._write_status(ref, obj, lambda old: status.running(old, clock.now())) or obj
@@ -166,7 +170,7 @@ class AnsibleReconciler:
         if not result.succeeded:
             return await self._record(ref, obj, result, options, finalizer=True)
         fresh = await asyncio.to_thread(self.cluster.get, ref, objects.namespace(obj), objects.name(obj)) or obj
-        await asyncio.to_thread(self.cluster.set_finalizer, ref, fresh, finalizer.name, False)
+        self.own_writes.record(await asyncio.to_thread(self.cluster.set_finalizer, ref, fresh, finalizer.name, False))
         self._log_run(obj, result, "finalized", finalizer=True)
         artifacts.remove_artifacts(self.settings.artifacts_dir, obj)
         return Outcome()
@@ -195,7 +199,7 @@ class AnsibleReconciler:
             finalizer=finalizer,
             kubeconfig=kubeconfig,
             verbosity=options.verbosity,
-            ansible_args=tuple(shlex.split(self.settings.ansible_args)),
+            ansible_args=split_ansible_args(self.settings.ansible_args),
             artifacts_root=self.settings.artifacts_dir,
             max_artifacts=options.max_artifacts,
             env=self.env,
@@ -245,6 +249,8 @@ class AnsibleReconciler:
             return status.succeeded(new, counts, now, generation)
 
         await self._write_status(ref, obj, compute, force=True)
+        if result.unmatched_plays:
+            await self._report_unmatched(obj, result)
         if self.metrics is not None:
             self.metrics.sdk_result.add(1, self.gvk_label, "succeeded" if result.succeeded else "failed")
         if result.succeeded:
@@ -261,6 +267,14 @@ class AnsibleReconciler:
         self._log_run(obj, result, "failed", finalizer=finalizer)
         return Outcome(failed=True)
 
+    async def _report_unmatched(self, obj: dict[str, Any], result: RunResult) -> None:
+        """Plays that matched no host ran nothing: the SDK counts the run as a success, silently; we say so."""
+        message = ("play " + ", ".join(result.unmatched_plays) + " matched no host of the inventory and ran "
+                   "nothing; check the play's hosts: and the inventory (ANSIBLE_INVENTORY)")
+        log.warning("play matched no host", extra={"kind": self.watch.gvk.kind, "namespace": objects.namespace(obj),
+                                                   "cr": objects.name(obj), "plays": list(result.unmatched_plays)})
+        await asyncio.to_thread(self.cluster.post_event, obj, "Warning", REASON_NO_HOSTS, message)
+
     async def _write_status(self, ref: ResourceRef, obj: dict[str, Any], compute: Any,
                             force: bool = False) -> dict[str, Any] | None:
         """Compute the new status from the freshest object and write it with one merge patch."""
@@ -276,11 +290,15 @@ class AnsibleReconciler:
         if patch is None:
             return current
         namespace, name = objects.key(current)
-        return await asyncio.to_thread(self.cluster.patch_status, ref, namespace, name, patch)
+        written = await asyncio.to_thread(self.cluster.patch_status, ref, namespace, name, patch)
+        self.own_writes.record(written)
+        return written
 
     def _log_output(self, obj: dict[str, Any], result: RunResult, verbosity: int) -> None:
-        """Task output goes to the log at verbosity 3 and above (``-vvv``), or with ``--log-level debug``."""
-        if verbosity < OUTPUT_VERBOSITY and not log.isEnabledFor(logging.DEBUG):
+        """Task output goes to the log: all of it with ``ANSIBLE_DEBUG_LOGS`` (as the SDK), its end at
+        verbosity 3 and above (``-vvv``) or with ``--log-level debug``."""
+        everything = self.settings.ansible_debug_logs
+        if not everything and verbosity < OUTPUT_VERBOSITY and not log.isEnabledFor(logging.DEBUG):
             return
         if result.artifact_dir is None:
             return
@@ -290,7 +308,8 @@ class AnsibleReconciler:
         except OSError:
             return
         log.info("run output", extra={"kind": self.watch.gvk.kind, "namespace": objects.namespace(obj),
-                                      "cr": objects.name(obj), "output": text[-MAX_OUTPUT:]})
+                                      "cr": objects.name(obj),
+                                      "output": text if everything else text[-MAX_OUTPUT:]})
 
     def _log_run(self, obj: dict[str, Any], result: RunResult, outcome: str, *, finalizer: bool) -> None:
         log.info("run finished", extra={

@@ -13,7 +13,8 @@ goes to a bounded thread pool; the traps it sets are avoided on purpose (``libra
 
 What ``ansible-playbook`` gets, as the Operator SDK gives it: the extra vars of
 :func:`hybrid_operator.extravars.build_extra_vars`; the inventory
-``localhost ansible_connection=local ansible_python_interpreter=<this Python>``; for a role, a
+``localhost ansible_connection=local ansible_python_interpreter=<this Python>``, or a copy of
+``$ANSIBLE_INVENTORY`` (a directory or a file) when that is set; for a role, a
 generated ``hosts: localhost`` play with ``gather_facts`` off when ``ANSIBLE_GATHERING=explicit``
 and the role's parent directory first in ``ANSIBLE_ROLES_PATH``; ``KUBECONFIG`` and
 ``K8S_AUTH_KUBECONFIG`` set to the request's kubeconfig; the request's verbosity and extra
@@ -177,7 +178,7 @@ class AnsibleRunner:
             "ident": ident,
             "rotate_artifacts": 0,
             "project_dir": str(self._project_dir),
-            "inventory": f"localhost ansible_connection=local ansible_python_interpreter={self._python}\n",
+            "inventory": _inventory(private, env, self._python),
             "cmdline": shlex.join([*request.ansible_args, "-e", f"@{extra_vars_file}", *self.pinned_arguments()]),
             "settings": {"pexpect_timeout": CANCEL_POLL_SECONDS},
             "fact_cache_type": "memory",
@@ -206,6 +207,25 @@ class AnsibleRunner:
         if request.kubeconfig is not None:
             env["KUBECONFIG"] = env["K8S_AUTH_KUBECONFIG"] = str(request.kubeconfig)
         return env
+
+
+def _inventory(private: Path, env: Mapping[str, str], python: Path) -> str:
+    """The run's inventory: a copy of ``$ANSIBLE_INVENTORY`` (a directory, or a file as ``hosts``) in the
+    private data directory, as the SDK copies it into each run's input directory; else one line,
+    ``localhost`` with the local connection and this Python. OSError when the inventory cannot be copied."""
+    source = env.get("ANSIBLE_INVENTORY") or os.environ.get("ANSIBLE_INVENTORY") or ""
+    if not source:
+        return f"localhost ansible_connection=local ansible_python_interpreter={python}\n"
+    origin = Path(os.path.expanduser(source))
+    target = private / "inventory"
+    if origin.is_dir():
+        shutil.copytree(origin, target, symlinks=False)
+        return str(target)
+    if not origin.is_file():
+        raise OSError(f"ANSIBLE_INVENTORY={source} is neither a file nor a directory")
+    target.mkdir(exist_ok=True)
+    shutil.copyfile(origin, target / "hosts")
+    return str(target / "hosts")
 
 
 class _AnySet:

@@ -100,6 +100,8 @@ class RunResult:
     duration: float = 0.0
     artifact_ident: str = ""
     artifact_dir: Path | None = None
+    #: the plays that matched no host (``<name> (hosts: <pattern>)``); the run still counts as a success
+    unmatched_plays: tuple[str, ...] = ()
 
     @property
     def succeeded(self) -> bool:

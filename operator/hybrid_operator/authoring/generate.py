@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import yaml
 
-from hybrid_operator.authoring import project, rbac
+from hybrid_operator.authoring import kinds, project, rbac
 from hybrid_operator.config import manifest_yaml, model, watches
 from hybrid_operator.errors import ConfigurationError
 
@@ -216,8 +216,10 @@ def needs(root: Path, loaded: list[model.Watch]) -> list[rbac.Need]:
     own = {(api.group, api.schema.kind): api.schema.plural for api in apis}
 
     def resolve(api_version: str, kind: str) -> tuple[str, str] | None:
+        """A kind of the project, a built-in kind (by kind, resource or singular name, as kubernetes.core
+        accepts them), else the English plural of the kind."""
         group = api_version.rpartition("/")[0]
-        return group, own.get((group, kind)) or plural_of(kind)
+        return group, own.get((group, kind)) or kinds.lookup(group, kind).plural or plural_of(kind)
 
     return rbac.derive_needs(root, watched_kinds(apis), resolve)
 

@@ -8,11 +8,14 @@ kinds in ``charts/*/templates`` -- and the child kinds a schema file declares. T
 backs the test that checks the committed role, so the generator and the check cannot disagree.
 
 A module call whose ``apiVersion``/``kind`` is templated cannot be resolved: that is an error asking
-for literal values (or a ``children`` declaration in the kind's schema file).
+for literal values (or a ``children`` declaration in the kind's schema file). A ``kind`` that is not
+a kind of its built-in group (``configmapps``) is a warning naming the file and line: the rule for it
+would grant nothing. A chart template rendering ``kind: List`` contributes the kinds of its items.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -21,7 +24,10 @@ from typing import Any
 
 import yaml
 
+from hybrid_operator.authoring import kinds
 from hybrid_operator.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
 
 ALL_CHILD_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
 KIND_VERBS = ("get", "list", "watch", "patch", "update")
@@ -73,14 +79,52 @@ FIXED_RULES = (
 
 
 def template_kinds(text: str) -> list[tuple[str, str]]:
-    """(apiVersion, kind) of each top-level document of a YAML (or Go/Jinja) template."""
+    """(apiVersion, kind) of each top-level document of a YAML (or Go/Jinja) template; the items of a
+    ``kind: List`` document instead of the List itself."""
     found = []
     for document in re.split(r"(?m)^---\s*$", text):
         api = re.search(r"(?m)^apiVersion:\s*['\"]?([\w./-]+)", document)
         kind = re.search(r"(?m)^kind:\s*['\"]?(\w+)", document)
-        if api and kind:
+        if api and kind and kind.group(1) == "List":
+            found += list_item_kinds(document)
+        elif api and kind:
             found.append((api.group(1), kind.group(1)))
     return found
+
+
+_ITEM_START = re.compile(r"^(\s*)-\s+(.*)$")
+_KEY_VALUE = re.compile(r"^(apiVersion|kind):\s*['\"]?([\w./-]+)")
+
+
+def list_item_kinds(document: str) -> list[tuple[str, str]]:
+    """(apiVersion, kind) of the items of a ``kind: List`` document, read by indentation (the document may
+    be a Go or Jinja template, so it is not parsed as YAML): the keys at the items' own level only, not
+    the ``kind`` of a nested ``roleRef`` or ``ownerReferences``."""
+    lines = document.splitlines()
+    start = next((i for i, line in enumerate(lines) if re.match(r"^items:\s*$", line)), None)
+    if start is None:
+        return []
+    items: list[dict[str, str]] = []
+    key_column: int | None = None
+    for line in lines[start + 1:]:
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "{{")):
+            continue
+        if not line[0].isspace() and not line.startswith("-"):
+            break  # the next top-level key
+        item = _ITEM_START.match(line)
+        if item and (key_column is None or len(item.group(1)) + 2 == key_column):
+            key_column = len(item.group(1)) + 2
+            items.append({})
+            rest = item.group(2)
+        elif key_column is not None and len(line) - len(line.lstrip()) == key_column:
+            rest = stripped
+        else:
+            continue
+        pair = _KEY_VALUE.match(rest)
+        if pair and items:
+            items[-1][pair.group(1)] = pair.group(2)
+    return [(item["apiVersion"], item["kind"]) for item in items if "apiVersion" in item and "kind" in item]
 
 
 def module_calls(node: Any) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -102,11 +146,12 @@ class _Deriver:
     def __init__(self, root: Path, resolve: Resolver) -> None:
         self.root = root
         self.resolve = resolve
+        self.warned: set[str] = set()
 
     def where(self, path: Path) -> str:
         return str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
 
-    def resource(self, api_version: Any, kind: Any, why: str) -> tuple[str, str]:
+    def resource(self, api_version: Any, kind: Any, why: str, source: Path | None = None) -> tuple[str, str]:
         if not isinstance(api_version, str) or not isinstance(kind, str) or "{{" in api_version + kind:
             raise ConfigurationError(
                 f"{why}: apiVersion/kind must be literal to derive RBAC rules, got {api_version!r} {kind!r}; "
@@ -115,7 +160,24 @@ class _Deriver:
         if found is None:
             raise ConfigurationError(f"{why}: unknown kind {api_version} {kind}; add it to watches.yaml, "
                                      "or use a built-in kind")
+        self.check_kind(api_version, kind, source)
         return found
+
+    def check_kind(self, api_version: str, kind: str, source: Path | None) -> None:
+        """Warn (once per file and kind) about a kind its built-in group does not have: a typo."""
+        group = api_version.rpartition("/")[0]
+        known = kinds.lookup(group, kind)
+        if not known.builtin_group or known.plural is not None:
+            return
+        where = self.where(source) if source is not None else "watches.yaml"
+        line = _line_of(source, kind) if source is not None else None
+        location = f"{where}:{line}" if line else where
+        if location + kind in self.warned:
+            return
+        self.warned.add(location + kind)
+        hint = f"; did you mean {known.suggestion}?" if known.suggestion else ""
+        log.warning("%s: kind %r is not a kind of %s (the RBAC rule generated for it grants nothing)%s",
+                    location, kind, api_version, hint)
 
     def k8s(self, args: dict[str, Any], source: Path) -> list[Need]:
         why = self.where(source)
@@ -138,7 +200,7 @@ class _Deriver:
             verbs.add("delete")
         needs = []
         for target_api, target_kind in targets:
-            group, plural = self.resource(target_api, target_kind, why)
+            group, plural = self.resource(target_api, target_kind, why, source)
             label = f"{why}: {target_kind} state={'/'.join(sorted(states))}"
             needs += [Need(group, plural, verb, label) for verb in sorted(verbs)]
         return needs
@@ -154,10 +216,10 @@ class _Deriver:
             if module in K8S_MODULES:
                 needs += self.k8s(args, source)
             elif module in INFO_MODULES:
-                group, plural = self.resource(args.get("api_version", "v1"), args.get("kind"), why)
+                group, plural = self.resource(args.get("api_version", "v1"), args.get("kind"), why, source)
                 needs += [Need(group, plural, verb, f"{why}: k8s_info") for verb in ("get", "list")]
             elif module in STATUS_MODULES:
-                group, plural = self.resource(args.get("api_version"), args.get("kind"), why)
+                group, plural = self.resource(args.get("api_version"), args.get("kind"), why, source)
                 needs += [Need(group, plural, "get", f"{why}: k8s_status reads the object"),
                           Need(group, f"{plural}/status", "patch", f"{why}: k8s_status")]
             else:
@@ -170,9 +232,23 @@ class _Deriver:
                  for verb in ("get", "list", "create", "update", "delete")]
         for template in sorted((chart / "templates").rglob("*.yaml")):
             for api_version, kind in template_kinds(template.read_text(encoding="utf-8")):
-                group, plural = self.resource(api_version, kind, f"{why}/{template.name}")
+                group, plural = self.resource(api_version, kind, f"{why}/{template.name}", template)
                 needs += [Need(group, plural, verb, f"{why}/{template.name}: {kind}") for verb in ALL_CHILD_VERBS]
         return needs
+
+
+def _line_of(source: Path, kind: str) -> int | None:
+    """The first line of ``source`` naming ``kind`` (a ``kind:`` key first), 1-based; None if unreadable."""
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    keyed = re.compile(r"\bkind\s*:\s*['\"]?" + re.escape(kind) + r"\b")
+    for pattern in (keyed, re.compile(r"\b" + re.escape(kind) + r"\b")):
+        for number, line in enumerate(lines, start=1):
+            if pattern.search(line):
+                return number
+    return None
 
 
 def automation_sources(root: Path) -> list[Path]:

@@ -49,6 +49,28 @@ def _check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser = sub.add_parser("check", help="validate a watches file and the files it references (no cluster)")
     parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
                         help="the watches file (default ./watches.yaml)")
+    _ansible_path_options(parser)
+
+
+def _ansible_path_options(parser: argparse.ArgumentParser) -> None:
+    """The SDK's --ansible-roles-path / --ansible-collections-path: they set the environment variables (and win)."""
+    parser.add_argument("--ansible-roles-path", default=None, metavar="PATHS",
+                        help="roles search path, ':'-separated; sets ANSIBLE_ROLES_PATH (default: the "
+                             "variable, else ansible.cfg; <watches dir>/roles and <cwd>/roles are always searched)")
+    parser.add_argument("--ansible-collections-path", default=None, metavar="PATHS",
+                        help="collections search path, ':'-separated; sets ANSIBLE_COLLECTIONS_PATH")
+
+
+def _environ(args: argparse.Namespace) -> dict[str, str]:
+    """The process environment with what the flags set (the SDK's flags call os.Setenv: they win)."""
+    import os
+
+    environ = dict(os.environ)
+    if getattr(args, "ansible_roles_path", None):
+        environ["ANSIBLE_ROLES_PATH"] = args.ansible_roles_path
+    if getattr(args, "ansible_collections_path", None):
+        environ["ANSIBLE_COLLECTIONS_PATH"] = args.ansible_collections_path
+    return environ
 
 
 def _bool(text: str) -> bool:
@@ -108,7 +130,10 @@ def _operator_options(parser: argparse.ArgumentParser, artifacts: Path,
                         help="default resync period, a Go duration (default 10h)")
     parser.add_argument("--ansible-verbosity", type=int, default=2, choices=range(8), metavar="0-7",
                         help="ansible-runner verbosity (default 2); ANSIBLE_VERBOSITY_<KIND>_<GROUP> per kind")
-    parser.add_argument("--ansible-args", default="", help="extra arguments for ansible-playbook")
+    parser.add_argument("--ansible-args", default="",
+                        help="extra arguments for ansible-playbook (one pair of wrapping single quotes is "
+                             "removed, as the SDK does)")
+    _ansible_path_options(parser)
     parser.add_argument("--inject-owner-ref", type=_bool, default=True, metavar="BOOL",
                         help="add owner references to what playbooks create (default true)")
     parser.add_argument("--artifacts-dir", type=Path, default=artifacts,
@@ -137,6 +162,13 @@ def _operations_options(parser: argparse.ArgumentParser, bind_defaults: tuple[st
     parser.add_argument("--metrics-bind-address", "--metrics-addr", default=metrics,
                         help=f"Prometheus /metrics address, host:port or :port (port 0: a free one); 0 turns it "
                              f"off (default {metrics})")
+    parser.add_argument("--metrics-secure", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                        help="serve /metrics over HTTPS with a self-signed certificate (default false)")
+    parser.add_argument("--metrics-require-rbac", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                        help="/metrics needs a bearer token allowed get on it: TokenReview + SubjectAccessReview "
+                             "(default false; use with --metrics-secure)")
+    parser.add_argument("--enable-http2", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                        help="accepted for the Operator SDK's command lines; the servers speak HTTP/1.1 only")
     parser.add_argument("--health-probe-bind-address", default=health,
                         help=f"/healthz and /readyz address, host:port or :port (port 0: a free one); 0 turns it "
                              f"off (default {health})")
@@ -263,13 +295,20 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from hybrid_operator import errors
-    from hybrid_operator.config import model, watches
+    from hybrid_operator.config import automation, model, watches
 
+    environ = _environ(args)
     try:
-        loaded = watches.load(args.watches_file)
+        loaded = watches.load(args.watches_file, environ)
     except errors.ConfigurationError as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
+    problems = automation.check(loaded, args.watches_file.absolute().parent, environ)
+    if problems:
+        print(f"{args.watches_file}: {len(problems)} problem(s) in the automation it references:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
     for watch in loaded:
         if isinstance(watch, model.AnsibleWatch):
             target = f"playbook {watch.playbook}" if watch.playbook else f"role {watch.role}"
@@ -281,12 +320,17 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
-    import os
-
+    from hybrid_operator import errors
     from hybrid_operator.config import settings
+    from hybrid_operator.config.values import parse_bool
 
-    environ = dict(os.environ)
+    environ = _environ(args)
     defaults = settings.Settings()
+    try:
+        settings.split_ansible_args(args.ansible_args)
+    except ValueError as exc:
+        raise errors.ConfigurationError(f"--ansible-args {args.ansible_args!r}: {exc}; quote it as a shell "
+                                        "would (the SDK strips one pair of wrapping single quotes)") from exc
     return settings.Settings(
         watches_file=args.watches_file.absolute(),
         kubeconfig=kubeconfig.absolute() if kubeconfig else None,
@@ -296,6 +340,7 @@ def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
         reconcile_period=args.reconcile_period,
         ansible_verbosity=args.ansible_verbosity,
         ansible_args=args.ansible_args,
+        ansible_debug_logs=parse_bool(environ.get("ANSIBLE_DEBUG_LOGS", ""), False),
         inject_owner_ref=args.inject_owner_ref,
         artifacts_dir=args.artifacts_dir.absolute(),  # runs have another working directory
         run_timeout=args.run_timeout,
@@ -304,6 +349,8 @@ def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
         helm_manifest_digest=args.helm_manifest_digest,
         helm_timeout=args.helm_timeout,
         metrics_bind_address=args.metrics_bind_address,
+        metrics_secure=args.metrics_secure,
+        metrics_require_rbac=args.metrics_require_rbac,
         health_probe_bind_address=args.health_probe_bind_address,
         leader_elect=args.leader_elect,
         leader_election_id=args.leader_election_id or environ.get("OPERATOR_NAME") or defaults.leader_election_id,

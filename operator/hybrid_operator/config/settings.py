@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -35,8 +36,10 @@ class Settings:
     reconcile_period: timedelta = timedelta(hours=10)
     #: ``--ansible-verbosity`` (default 2), overridden per kind by ``ANSIBLE_VERBOSITY_<KIND>_<GROUP>``.
     ansible_verbosity: int = 2
-    #: ``--ansible-args``: extra ansible-playbook arguments.
+    #: ``--ansible-args``: extra ansible-playbook arguments (see :func:`split_ansible_args`).
     ansible_args: str = ""
+    #: ``ANSIBLE_DEBUG_LOGS`` (a Go boolean): each run's whole output goes to the operator's log.
+    ansible_debug_logs: bool = False
     #: ``--inject-owner-ref`` (accepted; wired with the ownership proxy).
     inject_owner_ref: bool = True
     #: ``--artifacts-dir``: where per-CR ansible-runner directories live.
@@ -54,6 +57,11 @@ class Settings:
     helm_timeout: timedelta = timedelta(minutes=5)
     #: ``--metrics-bind-address``: Prometheus ``/metrics`` (default ``:8080``; ``0`` turns it off).
     metrics_bind_address: str = ":8080"
+    #: ``--metrics-secure``: ``/metrics`` over HTTPS with a self-signed certificate (as the SDK).
+    metrics_secure: bool = False
+    #: ``--metrics-require-rbac``: ``/metrics`` needs a bearer token allowed ``get`` on it (TokenReview +
+    #: SubjectAccessReview, as controller-runtime's filter).
+    metrics_require_rbac: bool = False
     #: ``--health-probe-bind-address``: ``/healthz`` and ``/readyz`` (default ``:8081``; ``0`` turns it off).
     health_probe_bind_address: str = ":8081"
     #: ``--leader-elect``: only the holder of a Lease reconciles; the other replicas stand by.
@@ -92,6 +100,19 @@ class Settings:
         if re.fullmatch(r"\d+", value.strip()):
             return min(7, int(value))
         return self.ansible_verbosity
+
+
+def split_ansible_args(text: str) -> tuple[str, ...]:
+    """``--ansible-args`` as ``ansible-playbook`` arguments, read as the Operator SDK reads them.
+
+    Kubernetes passes container args without a shell, so ``--ansible-args='--vault-password-file
+    /x'`` in a manifest arrives with its single quotes; the SDK removes one pair of wrapping single
+    quotes before ansible-runner splits the text like a shell. ValueError for unbalanced quotes.
+    """
+    text = text.strip()
+    if len(text) >= 2 and text[0] == "'" and text[-1] == "'":
+        text = text[1:-1]
+    return tuple(shlex.split(text))
 
 
 def namespaces_from_env(environ: Mapping[str, str]) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,7 +22,7 @@ from hybrid_operator.config.model import AnsibleWatch, HelmWatch, Watch
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.controller import dependents, predicates, triggers
 from hybrid_operator.controller.metrics import OperatorMetrics
-from hybrid_operator.controller.reconcile import Outcome, Reconciler
+from hybrid_operator.controller.reconcile import Outcome, OwnWrites, Reconciler
 from hybrid_operator.controller.workqueue import Backoff, Clock, MonotonicClock, WorkQueue
 from hybrid_operator.kube import objects
 
@@ -76,7 +76,8 @@ class Controller:
     clock: Clock = field(default_factory=MonotonicClock)
     queue: WorkQueue[Key] = field(init=False)
     trigger_indexes: list[triggers.TriggerIndex] = field(default_factory=list)
-    on_known_children: Callable[[Controller, set[dependents.ChildKind]], None] | None = None
+    #: the object states the operator wrote itself: their events start no reconcile
+    own_writes: OwnWrites = field(default_factory=OwnWrites)
     name: str = ""
     metrics: OperatorMetrics | None = None
     readiness: Liveness | None = None
@@ -86,6 +87,9 @@ class Controller:
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     running: bool = False
+    #: keys being reconciled now, and the events that came for them meanwhile (decided at the end)
+    _running: set[Key] = field(default_factory=set)
+    _deferred: dict[Key, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.name = self.name or self.watch.gvk.kind
@@ -139,33 +143,63 @@ class Controller:
             return
         for index in self.trigger_indexes:
             index.update(key, None if event_type == "DELETED" else body)
-        known = dependents.parse_kinds(objects.annotations(body).get(dependents.DEPENDENT_KINDS_ANNOTATION))
-        if known and self.on_known_children is not None and event_type != "DELETED":
-            self.on_known_children(self, known)
         current = predicates.seen(body)
-        watch_annotations = isinstance(self.watch, AnsibleWatch) and self.watch.watch_annotations_changes
-        if predicates.wants_reconcile(self.seen.get(key), current, event_type, watch_annotations):
-            self.queue.add(key)
+        if predicates.wants_reconcile(self.seen.get(key), current, event_type, predicates.metadata_changes(self.watch)):
+            self._wanted(key, event_type, body)
         if event_type == "DELETED":
             self.seen.pop(key, None)
         else:
             self.seen[key] = current
+
+    def _wanted(self, key: Key, event_type: str, body: dict[str, Any]) -> None:
+        """An event the filter passed: queue the key, unless the event is the echo of our own write.
+
+        While the key is being reconciled, the reconcile's own writes are not all known yet (an event
+        can arrive before the write's answer): the event is decided when the reconcile ends.
+        """
+        if event_type == "DELETED":
+            self.queue.add(key)
+        elif key in self._running:
+            self._deferred.setdefault(key, []).append(body)
+        elif not self.own_writes.is_own(body):
+            self.queue.add(key)
+
+    def _settle_deferred(self, key: Key) -> None:
+        """The reconcile of ``key`` ended: events that came meanwhile count unless they were its own writes."""
+        bodies = self._deferred.pop(key, [])
+        if any(not self.own_writes.is_own(body) for body in bodies):
+            self.queue.add(key)
 
     async def _process(self, key: Key) -> None:
         if self.draining:
             return
         self.in_flight += 1
         self.idle.clear()
+        self._running.add(key)
         if self.metrics is not None:
             self.metrics.active_workers.add(1, self.name)
         try:
             await self._reconcile(key)
         finally:
+            self._running.discard(key)
+            self._settle_deferred(key)
             self.in_flight -= 1
             if self.in_flight == 0:
                 self.idle.set()
             if self.metrics is not None:
                 self.metrics.active_workers.add(-1, self.name)
+
+    def _log_retry(self, key: Key, backoff: float, duration: float) -> None:
+        """When the key really runs again: an event that came during the run brings it back now, not after
+        the backoff."""
+        due = self.queue.pending(key)
+        retry_in = backoff if due is None else max(0.0, due - self.clock.monotonic())
+        extra: dict[str, Any] = {"kind": self.watch.gvk.kind, "namespace": key[0], "cr": key[1],
+                                 "retry_in": round(retry_in, 3), "duration": duration}
+        if retry_in < backoff:
+            extra["backoff"] = backoff
+            extra["because"] = "a watch event arrived during the reconcile"
+        log.info("reconcile will retry", extra=extra)
 
     async def _reconcile(self, key: Key) -> None:
         started = time.monotonic()
@@ -189,8 +223,8 @@ class Controller:
                 self.queue.add_after(key, delay)
             else:
                 delay = self.queue.add_rate_limited(key)
-            log.info("reconcile will retry", extra={"kind": self.watch.gvk.kind, "namespace": key[0], "cr": key[1],
-                                                    "retry_in": delay, "duration": duration})
+            self._settle_deferred(key)
+            self._log_retry(key, delay, duration)
             return
         self.queue.forget(key)
         if outcome.requeue_after is not None:

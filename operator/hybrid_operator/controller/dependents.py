@@ -1,8 +1,9 @@
 """Dependent watches: a change to something an operator created brings its owner back.
 
 For every child kind an owner kind is known to have (from the ownership proxy
-for Ansible runs, from the release manifest for Helm, and persisted on each
-owner so they come back at once after a restart), one watch per child kind
+for Ansible runs, from the release manifest for Helm, and persisted in a
+ConfigMap of the operator's own -- :class:`KnownKinds`, never on the users'
+objects -- so they come back at once after a restart), one watch per child kind
 follows that kind cluster-wide (or in the watched namespaces).  Each event is
 mapped to its owners — through ``ownerReferences`` or the SDK's
 ``operator-sdk/primary-resource*`` annotations — and passed through the SDK's
@@ -22,14 +23,16 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybrid_operator import errors
 from hybrid_operator.config.model import GroupVersionKind
+from hybrid_operator.controller.reconcile import OwnWrites
 from hybrid_operator.kube import informer, objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
 
 log = logging.getLogger(__name__)
 
-#: Annotation on an owner listing its child kinds (``group/version/Kind`` comma-separated), so that
-#: dependent watches are re-established as soon as the owner is listed after a restart.
+#: The annotation earlier versions wrote on each owner (its child kinds). Not written any more: the
+#: operator's bookkeeping lives in its own ConfigMap (:class:`KnownKinds`); event filters ignore it.
 DEPENDENT_KINDS_ANNOTATION = "hybrid-operator.dev/dependent-kinds"
 #: the SDK's link from a child to an owner it cannot reference (cluster-scoped or in another namespace)
 PRIMARY_RESOURCE = "operator-sdk/primary-resource"
@@ -216,3 +219,76 @@ class DependentWatches:
                 watch.task.cancel()
         await asyncio.gather(*(w.task for w in self._watches.values() if w.task is not None),
                              return_exceptions=True)
+
+
+FIELD_MANAGER = "hybrid-operator"
+
+
+def owner_key(owner: OwnerKind) -> str:
+    """The ConfigMap data key of an owner kind: ``<Kind>.<group>`` (``<Kind>`` for the core group)."""
+    group, kind = owner
+    return f"{kind}.{group}" if group else kind
+
+
+class KnownKinds:
+    """The child kinds of each owner kind, kept in a ConfigMap of the operator's own.
+
+    One ConfigMap (``<leader election id>-dependents`` in the operator's namespace) whose data maps
+    ``<Kind>.<group>`` of an owner kind to its child kinds, one ``group/version/Kind`` per line. It
+    is read at start-up, so the dependent watches are back before any run (the SDK re-creates them
+    lazily), and written when an owner kind gets a new child kind -- rarely. Nothing is written on
+    the users' objects (a watched Secret, say), and the writes are recorded in ``own_writes``, so
+    not even a watch of ConfigMaps is triggered by them. When the ConfigMap cannot be read or
+    written (RBAC), the operator goes on without it (a warning): the watches then come back with
+    the first run of each owner after a restart, as in the SDK.
+    """
+
+    def __init__(self, cluster: ClusterClient, namespace: str, name: str, own_writes: OwnWrites | None = None) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.name = name
+        self.own_writes = own_writes if own_writes is not None else OwnWrites()
+        self._kinds: dict[str, set[ChildKind]] = {}
+        self._warned = False
+
+    def load(self) -> dict[str, set[ChildKind]]:
+        """Read the ConfigMap (blocking); owner key -> child kinds. Empty when absent or unreadable."""
+        try:
+            found = self.cluster.get(self._ref(), self.namespace, self.name)
+        except errors.TemporaryError as exc:
+            self._warn("read", exc)
+            return {}
+        data = (found or {}).get("data") or {}
+        for key, value in data.items():
+            kinds = {kind for line in str(value).splitlines() if (kind := parse_kind(line)) is not None}
+            self._kinds.setdefault(str(key), set()).update(kinds)
+        return {key: set(kinds) for key, kinds in self._kinds.items()}
+
+    def add(self, owner: OwnerKind, kinds: set[ChildKind]) -> None:
+        """Remember ``kinds`` for ``owner`` (blocking); writes only when something is new."""
+        key = owner_key(owner)
+        known = self._kinds.setdefault(key, set())
+        if kinds <= known:
+            return
+        known |= kinds
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": self.name, "namespace": self.namespace,
+                             "labels": {"app.kubernetes.io/managed-by": "hybrid-operator"}},
+                "data": {entry: "\n".join(sorted(kind_text(kind) for kind in children))
+                         for entry, children in sorted(self._kinds.items()) if children}}
+        try:
+            written, _ = self.cluster.apply(self._ref(), self.namespace, body, FIELD_MANAGER)
+        except errors.TemporaryError as exc:
+            self._warn("write", exc)
+            return
+        self.own_writes.record(written)
+
+    def _ref(self) -> ResourceRef:
+        return self.cluster.resolve("", "v1", "ConfigMap")
+
+    def _warn(self, action: str, exc: Exception) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning("dependent kinds not kept", extra={
+                "configmap": f"{self.namespace}/{self.name}", "action": action, "error": str(exc),
+                "effect": "after a restart, dependent watches come back with each owner's first run"})

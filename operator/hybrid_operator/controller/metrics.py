@@ -22,7 +22,10 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
+
+from hybrid_operator.config.model import GroupVersionKind
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: reconciles take from milliseconds (nothing to do) to many minutes (a long playbook or helm --wait)
@@ -139,6 +142,10 @@ class Gauge(Family):
     def clear(self) -> None:
         self._values = {} if self.labels else {(): 0.0}
 
+    def remove(self, *labels: str) -> None:
+        """Drop the sample of these label values (the object it described is gone)."""
+        self._values.pop(self._key(labels), None)
+
     def samples(self) -> list[str]:
         return [f"{self.name}{_label_text(self.labels, k)} {format_value(v)}" for k, v in sorted(self._values.items())]
 
@@ -155,6 +162,8 @@ class Histogram(Family):
         super().__init__(name, documentation, labels)
         self.buckets = tuple(sorted(float(b) for b in buckets if not math.isinf(b)))
         self._series: dict[Labels, tuple[list[int], list[float]]] = {}
+        if not labels:  # as the Go client: an unlabelled histogram shows its zero buckets, sum and count
+            self._series[()] = ([0] * (len(self.buckets) + 1), [0.0])
 
     def observe(self, value: float, *labels: str) -> None:
         counts, totals = self._series.setdefault(self._key(labels), ([0] * (len(self.buckets) + 1), [0.0]))
@@ -190,7 +199,8 @@ class Summary(Family):
 
     def __init__(self, name: str, documentation: str, labels: Sequence[str] = ()) -> None:
         super().__init__(name, documentation, labels)
-        self._series: dict[Labels, tuple[int, float]] = {}
+        # as the Go client: an unlabelled summary shows its zero sum and count before any observation
+        self._series: dict[Labels, tuple[int, float]] = {} if labels else {(): (0, 0.0)}
 
     def observe(self, value: float, *labels: str) -> None:
         key = self._key(labels)
@@ -289,6 +299,9 @@ class OperatorMetrics:
             ("GVK", "result")))
         self.sdk_reconciles = add(Histogram(
             "ansible_operator_reconciles", "Duration of Ansible reconciles (the whole playbook run).", ("GVK",)))
+        self.resource_created = add(Gauge(
+            "resource_created_at_seconds", "Unix time at which a watched custom resource was created "
+            "(the Operator SDK's metric), one sample per resource.", ("group", "kind", "name", "namespace", "version")))
         build = add(Gauge("ansible_operator_build_info", "Build information (the Operator SDK's name).",
                           ("commit", "version")))
         build.set(1, "", version)
@@ -302,8 +315,31 @@ class OperatorMetrics:
             self.reconcile_errors.inc(controller)
         self.reconcile_time.observe(seconds, controller)
 
+    def resource_seen(self, gvk: GroupVersionKind, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+        """A watched resource was seen (its ``resource_created_at_seconds``), or is gone (its sample too)."""
+        meta = body.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        labels = (gvk.group, gvk.kind, str(meta.get("name") or ""), str(meta.get("namespace") or ""), gvk.version)
+        if deleted:
+            self.resource_created.remove(*labels)
+            return
+        created = _timestamp(meta.get("creationTimestamp"))
+        if created is not None:
+            self.resource_created.set(created, *labels)
+
     def render(self) -> str:
         return self.registry.render() + self.user.registry.render()
+
+
+def _timestamp(value: Any) -> float | None:
+    """Unix seconds of an RFC 3339 time (``2026-01-01T00:00:00Z``); None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 class UserMetricError(ValueError):

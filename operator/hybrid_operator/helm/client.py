@@ -19,6 +19,9 @@ helm runs in a session of its own (a terminal's Ctrl-C reaches only the operator
 itself: SIGTERM, so helm marks the release failed rather than pending) and gets a parent-death
 signal (:func:`hybrid_operator.processes.parent_death_signal`, SIGKILL): a helm process never
 outlives a ``kill -9`` of its operator to race the next one for the same release.
+
+The actions run with ``--debug``: helm v4 prints the cause of many failures only in its debug log
+lines, and :func:`error_message` adds those causes to helm's own message.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -48,6 +52,10 @@ DryRun = Literal["client", "server"]
 PENDING = frozenset({"pending-install", "pending-upgrade", "pending-rollback"})
 DEPLOYED = "deployed"
 _KILL_GRACE = 10.0
+#: on install, upgrade, rollback and uninstall: helm v4 gives the cause of a failure only in its debug log
+#: lines (``failed to delete release: x`` on the Error line, ``no matches for kind ...`` in the log); they
+#: go to stderr, which is read only when the command fails (stdout stays the JSON answer)
+DEBUG = "--debug"
 
 
 class HelmErrorKind(enum.Enum):
@@ -96,9 +104,43 @@ def classify(stderr: str) -> HelmErrorKind:
 
 
 def error_message(stderr: str) -> str:
-    """helm's message without log lines and the ``Error: `` prefix."""
+    """helm's message without log lines and the ``Error: `` prefix, followed by the causes its log lines
+    give (``--debug``): ``failed to delete release: x`` alone hides ``no matches for kind ...``."""
     lines = [line for line in stderr.strip().splitlines() if line.strip() and not line.startswith("level=")]
-    return "\n".join(lines).removeprefix("Error: ").strip() or stderr.strip()
+    message = "\n".join(lines).removeprefix("Error: ").strip() or stderr.strip()
+    causes = [cause for cause in log_causes(stderr) if cause not in message]
+    return ": ".join([message, *causes]) if causes else message
+
+
+_LOGFMT_PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)')
+
+
+def log_causes(stderr: str) -> list[str]:
+    """The ``error`` attributes of helm's log lines (``level=... msg="..." error="..."``) that report a
+    failure: an ERROR or WARN line, or a message saying something failed. Duplicates removed."""
+    causes: list[str] = []
+    for line in stderr.splitlines():
+        if not line.startswith("level="):
+            continue
+        fields = {key: _unquote(value) for key, value in _LOGFMT_PAIR.findall(line)}
+        error = fields.get("error", "").strip()
+        failing = fields.get("level", "").upper() in ("ERROR", "WARN") or "fail" in fields.get("msg", "").lower()
+        if error and failing:
+            cause = error[1:-1].strip() if error.startswith("[") and error.endswith("]") else error
+            if cause and cause not in causes:
+                causes.append(cause)
+    return causes
+
+
+def _unquote(value: str) -> str:
+    """A logfmt value: Go-quoted strings decoded (their escapes are JSON's), bare words as they are."""
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value[1:-1]
+        return decoded if isinstance(decoded, str) else value[1:-1]
+    return value
 
 
 def find_helm(environ: Mapping[str, str]) -> str | None:
@@ -193,7 +235,8 @@ class _Helm:
             raise
         if process.returncode != 0:
             text = stderr.decode(errors="replace")
-            raise HelmError(classify(text), error_message(text), shown)
+            message = error_message(text)
+            raise HelmError(classify(message), message, shown)
         return stdout
 
 
@@ -279,7 +322,7 @@ class HelmClient:
                        options: ActionOptions | None = None) -> None:
         options = options or ActionOptions()
         argv = ["rollback", name, str(revision), "--namespace", namespace, "--history-max", str(self.history_max),
-                "--timeout", f"{int(self.timeout)}s", *_force(options.force)]
+                "--timeout", f"{int(self.timeout)}s", DEBUG, *_force(options.force)]
         if options.no_hooks:
             argv.append("--no-hooks")
         await self._command.run(argv)
@@ -287,7 +330,7 @@ class HelmClient:
     async def uninstall(self, name: str, namespace: str, options: ActionOptions | None = None) -> bool:
         """Uninstall; False when there was no release."""
         options = options or ActionOptions()
-        argv = ["uninstall", name, "--namespace", namespace, "--timeout", f"{int(self.timeout)}s"]
+        argv = ["uninstall", name, "--namespace", namespace, "--timeout", f"{int(self.timeout)}s", DEBUG]
         if options.no_hooks:
             argv.append("--no-hooks")
         if options.description:
@@ -301,7 +344,7 @@ class HelmClient:
         return True
 
     def _common(self, options: ActionOptions) -> list[str]:
-        argv = ["--values", "-", "--output", "json", "--timeout", f"{int(self.timeout)}s"]
+        argv = ["--values", "-", "--output", "json", "--timeout", f"{int(self.timeout)}s", DEBUG]
         if options.no_hooks:
             argv.append("--no-hooks")
         if options.description:

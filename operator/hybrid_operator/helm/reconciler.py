@@ -49,7 +49,7 @@ from hybrid_operator.config.settings import Settings
 from hybrid_operator.controller import conditions
 from hybrid_operator.controller.dependents import ChildKind, ReleaseOwners
 from hybrid_operator.controller.metrics import OperatorMetrics
-from hybrid_operator.controller.reconcile import Outcome, RunCancel
+from hybrid_operator.controller.reconcile import Outcome, OwnWrites, RunCancel
 from hybrid_operator.helm import ownership, release, status, values, verdict
 from hybrid_operator.helm.annotations import (
     FINALIZER,
@@ -100,7 +100,8 @@ class HelmReconciler:
 
     def __init__(self, watch: HelmWatch, cluster: ClusterClient, helm: HelmClient, settings: Settings,
                  slots: asyncio.Semaphore, chart_digest: str, *, metrics: OperatorMetrics | None = None,
-                 cancel: RunCancel | None = None, chart_name: str = "") -> None:
+                 cancel: RunCancel | None = None, chart_name: str = "",
+                 own_writes: OwnWrites | None = None) -> None:
         self.watch = watch
         self.cluster = cluster
         self.helm = helm
@@ -114,6 +115,8 @@ class HelmReconciler:
         self.owner = ownership.owner_value(watch.gvk)
         #: where the releases this kind made are recorded (dependents map children to their maker)
         self.releases: ReleaseOwners | None = None
+        #: the states of our CRs that our own writes produced (their watch events start nothing)
+        self.own_writes = own_writes if own_writes is not None else OwnWrites()
         self._wait_manifests: dict[tuple[str, str], str] = {}
         #: called with the resource and the kinds of its deployed manifest (dependent watches).
         self.on_children: Callable[[dict[str, Any], set[ChildKind]], Awaitable[None]] | None = None
@@ -173,6 +176,7 @@ class HelmReconciler:
             updated = await asyncio.to_thread(self.cluster.set_finalizer, job.ref, job.obj, FINALIZER, True)
             if updated is None:
                 return Verdict(Outcome())
+            self.own_writes.record(updated)
             job.obj = updated
         try:
             composed = values.compose(job.obj.get("spec"), self.watch.override_values)
@@ -506,6 +510,7 @@ class HelmReconciler:
             updated = await asyncio.to_thread(self.cluster.set_finalizer, job.ref, job.obj, finalizer, False)
             if updated is None:
                 break
+            self.own_writes.record(updated)
             job.obj = updated
         if verdict.result is not None:
             self._finished(job, verdict.result, **verdict.details)
@@ -521,6 +526,7 @@ class HelmReconciler:
         written = await asyncio.to_thread(self.cluster.patch_status, job.ref, objects.namespace(job.obj), job.name,
                                           patch)
         if written is not None:
+            self.own_writes.record(written)
             job.obj = written
 
     async def _post_overrides(self, job: Job, composed: values.ComposedValues) -> None:

@@ -15,10 +15,11 @@ pending        the newest revision is ``pending-*``: an operation no helm proces
 failed         no revision is deployed and none is pending (a failed install): remove, install
 needs-upgrade  the candidate manifest (a dry-run upgrade with today's values) differs from the
                deployed one, and the inputs changed
-unchanged      the candidate manifest equals the deployed one: repair drift only; or they differ
-               although the inputs (chart content + values, recorded in :data:`INPUTS_LABEL` on the
-               revision we made) did not change: the chart renders nondeterministically
-               (``nondeterministic``), and upgrading would make a new revision on every resync
+unchanged      the candidate manifest holds the same objects as the deployed one (compared parsed,
+               not as text): repair drift only; or they differ although the inputs (chart
+               content + values, recorded in :data:`INPUTS_LABEL` on the revision we made) did
+               not change: the chart renders nondeterministically (``nondeterministic``), and
+               upgrading would make a new revision on every resync
 ============== ===============================================================================
 
 The comparison is only possible, and only needed, when a revision is deployed and none is pending
@@ -31,7 +32,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import yaml
+
 from hybrid_operator.helm.client import DEPLOYED, PENDING, Release, ReleaseInfo, Revision
+from hybrid_operator.helm.manifests import manifest_objects
 
 #: the label tying the digest of a revision's inputs to that revision (see :func:`inputs_label`)
 INPUTS_LABEL = "hybrid-operator.dev/inputs"
@@ -71,6 +75,21 @@ class ReleaseState:
     nondeterministic: bool = False
     #: the evidence of an upgrade or unchanged decision
     comparison: Comparison | None = None
+
+
+def same_objects(candidate: str, deployed: str) -> bool:
+    """True when two manifests hold the same objects: equal text, or equal once parsed.
+
+    A render may spell one value differently (``"x7Yq"`` on install, ``x7Yq`` when ``lookup``
+    returns the stored value later), which is not a change. A manifest that does not parse is
+    compared as text.
+    """
+    if candidate == deployed:
+        return True
+    try:
+        return manifest_objects(candidate) == manifest_objects(deployed)
+    except yaml.YAMLError:
+        return False
 
 
 def inputs_label(inputs: str, revision: int) -> str:
@@ -116,7 +135,7 @@ def release_state(latest: ReleaseInfo | None, history: Sequence[Revision], compa
         raise ValueError(f"the state of a release with deployed revision {deployed} needs the comparison "
                          "of that revision with the candidate")
     unchanged = ReleaseState(Phase.UNCHANGED, latest.revision, latest.status, deployed, comparison=comparison)
-    if comparison.candidate.manifest == comparison.deployed_manifest:
+    if same_objects(comparison.candidate.manifest, comparison.deployed_manifest):
         return unchanged
     if comparison.deployed.labels.get(INPUTS_LABEL) == inputs_label(inputs, deployed):
         return replace(unchanged, nondeterministic=True)

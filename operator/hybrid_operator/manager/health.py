@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -154,8 +155,10 @@ async def probe_watches(cluster: ClusterClient, targets: Sequence[tuple[str, Wat
         await asyncio.sleep(interval)
 
 
-async def serve(app: web.Application, address: str, what: str, flag: str = "") -> web.AppRunner | None:
-    """Serve ``app`` on ``address`` (``host:port``, ``:port`` for every interface, ``0`` for not at all).
+async def serve(app: web.Application, address: str, what: str, flag: str = "",
+                ssl_context: ssl.SSLContext | None = None) -> web.AppRunner | None:
+    """Serve ``app`` on ``address`` (``host:port``, ``:port`` for every interface, ``0`` for not at all),
+    over HTTPS with ``ssl_context``.
 
     ``flag`` is the command-line flag that set ``address``: a refusal names it, with the way out.
     """
@@ -166,14 +169,14 @@ async def serve(app: web.Application, address: str, what: str, flag: str = "") -
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, handle_signals=False, keepalive_timeout=2.0)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host or None, port, reuse_address=True).start()
+        await web.TCPSite(runner, host or None, port, reuse_address=True, ssl_context=ssl_context).start()
     except OSError as exc:
         await runner.cleanup()
         hint = (f"; choose another {flag} (host:0 takes a free port, 0 turns it off) or stop what is using "
                 f"{address}") if flag else ""
         raise errors.ConfigurationError(f"cannot serve {what} on {address}: {exc.strerror}{hint}") from exc
     bound = ",".join(f"{a[0]}:{a[1]}" for a in runner.addresses if isinstance(a, tuple))
-    log.info("serving", extra={"endpoint": what, "address": bound})
+    log.info("serving", extra={"endpoint": what, "address": bound, "scheme": "https" if ssl_context else "http"})
     return runner
 
 

@@ -7,20 +7,21 @@ face, served by the operator process (:mod:`.runtime`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from hybrid_operator.controller.metrics import CONTENT_TYPE, UserMetricError, UserMetrics
 
 
-def metrics_app(render: Callable[[], str]) -> web.Application:
-    """``GET /metrics``: everything ``render`` returns, as Prometheus text."""
+def metrics_app(render: Callable[[], str], middlewares: Sequence[Middleware] = ()) -> web.Application:
+    """``GET /metrics``: everything ``render`` returns, as Prometheus text (``middlewares``: the RBAC filter)."""
 
     async def scrape(_: web.Request) -> web.Response:
         return web.Response(body=render().encode(), headers={"Content-Type": CONTENT_TYPE})
 
-    app = web.Application()
+    app = web.Application(middlewares=list(middlewares))
     app.router.add_get("/metrics", scrape)
     return app
 

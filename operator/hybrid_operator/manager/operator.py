@@ -16,17 +16,15 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from hybrid_operator import errors
 from hybrid_operator.ansible import ownership
-from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind, HelmWatch, Watch
+from hybrid_operator.config.model import AnsibleWatch, HelmWatch, Watch
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.controller import dependents, source, triggers
 from hybrid_operator.controller.controller import Controller, controller_names, workers_for
 from hybrid_operator.controller.metrics import OperatorMetrics
-from hybrid_operator.controller.reconcile import Reconciler, RunCancel
-from hybrid_operator.kube import objects
+from hybrid_operator.controller.reconcile import OwnWrites, Reconciler, RunCancel
 from hybrid_operator.kube.client import ClusterClient
-from hybrid_operator.manager import health
+from hybrid_operator.manager import health, leader
 from hybrid_operator.manager.leader import LeaderElector
 
 log = logging.getLogger(__name__)
@@ -54,7 +52,7 @@ class Operator:
     def __init__(self, settings: Settings, watches: Sequence[Watch], cluster: ClusterClient,
                  reconcilers: Sequence[Reconciler], *, metrics: OperatorMetrics | None = None,
                  readiness: health.Readiness | None = None, run_cancel: RunCancel | None = None,
-                 background: Sequence[Background] = ()) -> None:
+                 background: Sequence[Background] = (), own_writes: OwnWrites | None = None) -> None:
         self.settings = settings
         self.cluster = cluster
         self.metrics = metrics
@@ -64,8 +62,10 @@ class Operator:
         self.elector: LeaderElector | None = None
         self.stop = asyncio.Event()
         self.force = asyncio.Event()
+        self.own_writes = own_writes if own_writes is not None else OwnWrites()
         self.controllers = [
-            Controller(watch, reconciler, workers_for(settings, watch), name=name, metrics=metrics, readiness=readiness)
+            Controller(watch, reconciler, workers_for(settings, watch), name=name, metrics=metrics, readiness=readiness,
+                       own_writes=self.own_writes)
             for watch, reconciler, name in zip(watches, reconcilers, controller_names(watches), strict=True)
         ]
         if metrics is not None:
@@ -73,9 +73,10 @@ class Operator:
         self._by_watch = {id(c.watch): c for c in self.controllers}
         self.dependents = dependents.DependentWatches(cluster, self.enqueue_owner, settings.namespaces, readiness)
         self.related = triggers.RelatedWatches(cluster, settings.namespaces, readiness)
-        self._recorded: set[tuple[GroupVersionKind, str, str, dependents.ChildKind]] = set()
+        namespace = settings.leader_election_namespace or leader.default_namespace(dict(settings.environ))
+        self.known_kinds = dependents.KnownKinds(cluster, namespace, f"{settings.leader_election_id}-dependents",
+                                                 self.own_writes)
         for controller in self.controllers:
-            controller.on_known_children = self._watch_known_children
             for index in controller.trigger_indexes:
                 self.related.add(index)
 
@@ -103,21 +104,23 @@ class Operator:
                 return False
         return True
 
-    def _watch_known_children(self, controller: Controller, kinds: set[dependents.ChildKind]) -> None:
-        """Restart recovery: the kinds persisted on an owner are watched as soon as it is listed."""
-        for kind in kinds:
-            if self._wants(controller, kind, cluster_scoped_annotation=False):
-                self._ensure_dependent(kind, controller.owner_kind, helm=isinstance(controller.watch, HelmWatch))
+    async def restore_dependent_watches(self) -> None:
+        """Start-up: watch again every child kind kept in our ConfigMap, before any run."""
+        stored = await asyncio.to_thread(self.known_kinds.load)
+        for controller in self.controllers:
+            for kind in stored.get(dependents.owner_key(controller.owner_kind), set()):
+                if self._wants(controller, kind, cluster_scoped_annotation=False):
+                    self._ensure_dependent(kind, controller.owner_kind, helm=isinstance(controller.watch, HelmWatch))
 
     async def child_written(self, owner: ownership.OwnerKey, child: ownership.ChildRef) -> None:
-        """The ownership proxy saw a run write a dependent: watch its kind, remember it on the owner."""
+        """The ownership proxy saw a run write a dependent: watch its kind, remember it for the owner kind."""
         group = owner.api_version.rpartition("/")[0]
         kind = dependents.ChildKind(child.group, child.version, child.kind)
         cluster_scoped = child.link == "annotations" and not child.namespace
         for controller in self._controllers_for((group, owner.kind)):
             if self._wants(controller, kind, cluster_scoped):
                 self._ensure_dependent(kind, controller.owner_kind)
-                await self._record_kinds(controller, owner.namespace, owner.name, {kind})
+                await self._record_kinds(controller, {kind})
 
     async def helm_children(self, watch: Watch, obj: dict[str, Any], kinds: set[dependents.ChildKind]) -> None:
         """A release was deployed or repaired: watch the kinds of its manifest."""
@@ -126,48 +129,18 @@ class Operator:
             return
         for kind in kinds:
             self._ensure_dependent(kind, controller.owner_kind, helm=True)
-        await self._record_kinds(controller, objects.namespace(obj), objects.name(obj), kinds)
+        await self._record_kinds(controller, kinds)
 
-    async def _record_kinds(self, controller: Controller, namespace: str, name: str,
-                            kinds: set[dependents.ChildKind]) -> None:
-        """Persist the child kinds on the owner unless already done.
-
-        ``_recorded`` only caches what is known to be on the owner (it saves a GET per write a playbook
-        makes); it is dropped when the owner is deleted, and losing it costs one GET.
-        """
-        recorded = {(controller.watch.gvk, namespace, name, kind) for kind in kinds}
-        if recorded <= self._recorded:
-            return
-        await asyncio.to_thread(self._remember, controller, namespace, name, kinds)
-        self._recorded |= recorded
-
-    def _remember(self, controller: Controller, namespace: str, name: str, kinds: set[dependents.ChildKind]) -> None:
-        """Persist the child kinds on the owner (an annotation), so a restart re-watches them at once.
-
-        Runs in a thread; the callers keep ``_recorded``.
-        """
-        gvk = controller.watch.gvk
-        try:
-            ref = self.cluster.resolve(gvk.group, gvk.version, gvk.kind)
-            obj = self.cluster.get(ref, namespace, name)
-            if obj is None:
-                return
-            annotations = objects.annotations(obj)
-            known = dependents.parse_kinds(annotations.get(dependents.DEPENDENT_KINDS_ANNOTATION))
-            if not kinds <= known:
-                value = dependents.format_kinds(known | kinds)
-                self.cluster.patch_metadata(ref, namespace, name,
-                                            {"annotations": {dependents.DEPENDENT_KINDS_ANNOTATION: value}})
-        except errors.TemporaryError as exc:
-            log.warning("dependent kinds not recorded", extra={"kind": gvk.kind, "cr": name, "error": str(exc)})
+    async def _record_kinds(self, controller: Controller, kinds: set[dependents.ChildKind]) -> None:
+        """Keep the child kinds of the controller's owner kind in our ConfigMap (only new ones are written)."""
+        await asyncio.to_thread(self.known_kinds.add, controller.owner_kind, kinds)
 
     async def _on_event(self, watch: Watch, event_type: str, body: dict[str, Any]) -> None:
         controller = self._by_watch.get(id(watch))
         if controller is not None:
             await controller.on_event(event_type, body)
-            if event_type == "DELETED" and self._recorded:
-                gone = (watch.gvk, *objects.key(body))
-                self._recorded = {entry for entry in self._recorded if entry[:3] != gone}
+            if self.metrics is not None:
+                self.metrics.resource_seen(watch.gvk, body, deleted=event_type == "DELETED")
 
     # -- metrics -------------------------------------------------------------------------------
 
@@ -214,6 +187,7 @@ class Operator:
         registry = source.build_registry([c.watch for c in self.controllers], self._on_event,
                                            self.cluster.connection())
         self.related.start()
+        await self.restore_dependent_watches()
         # every task of ours is created before kopf starts: kopf waits 5 s for "hung" tasks born after it
         tasks = [asyncio.create_task(self._on_ready(ready)),
                  *(asyncio.create_task(self.supervise(getattr(b, "__name__", f"background-{i}"), b))

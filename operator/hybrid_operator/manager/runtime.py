@@ -33,13 +33,14 @@ from hybrid_operator.config import model, watches
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.controller.controller import controller_names
 from hybrid_operator.controller.metrics import OperatorMetrics
-from hybrid_operator.controller.reconcile import Reconciler, RunCancel
+from hybrid_operator.controller.reconcile import OwnWrites, Reconciler, RunCancel
 from hybrid_operator.helm.client import HelmClient, HelmError, chart_digest, find_helm
 from hybrid_operator.helm.reconciler import HelmReconciler
 from hybrid_operator.kube.client import ClusterClient
 from hybrid_operator.manager import health, leader, startup
 from hybrid_operator.manager.leader import ElectionConfig, LeaderElector
 from hybrid_operator.manager.metrics import metrics_app, user_metrics_app
+from hybrid_operator.manager.metrics_security import RbacFilter, self_signed_context
 from hybrid_operator.manager.operator import Operator
 
 log = logging.getLogger(__name__)
@@ -92,13 +93,13 @@ async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig
 def _reconciler(watch: model.Watch, cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None,
                 settings: Settings, slots: asyncio.Semaphore, run_kubeconfig: Path,
                 env: dict[str, str], proxy: OwnerProxy, metrics: OperatorMetrics, cancel: RunCancel,
-                chart_names: dict[Path, str]) -> Reconciler:
+                chart_names: dict[Path, str], own_writes: OwnWrites) -> Reconciler:
     if isinstance(watch, model.HelmWatch):
         assert helm is not None
         return HelmReconciler(watch, cluster, helm, settings, slots, chart_digest(watch.chart), metrics=metrics,
-                              cancel=cancel, chart_name=chart_names.get(watch.chart, ""))
+                              cancel=cancel, chart_name=chart_names.get(watch.chart, ""), own_writes=own_writes)
     return AnsibleReconciler(watch, cluster, runner, settings, slots, run_kubeconfig, env, proxy, metrics=metrics,
-                             cancel=cancel)
+                             cancel=cancel, own_writes=own_writes)
 
 
 def _elector(settings: Settings, cluster: ClusterClient, operator: Operator) -> LeaderElector:
@@ -177,8 +178,9 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
     proxy = OwnerProxy(connection, inject=settings.inject_owner_ref, on_child=child_written)
     await proxy.start()
     try:
+        own_writes = OwnWrites()
         reconcilers = [_reconciler(w, cluster, runner, helm, settings, slots, run_kubeconfig, env, proxy, metrics,
-                                   cancel, chart_names) for w in loaded]
+                                   cancel, chart_names, own_writes) for w in loaded]
         names = controller_names(loaded)
         readiness = health.Readiness(names, window=settings.readiness_window.total_seconds())
 
@@ -187,7 +189,7 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
                                        readiness)
 
         operator = Operator(settings, loaded, cluster, reconcilers, metrics=metrics, readiness=readiness,
-                                run_cancel=cancel, background=[probe])
+                            run_cancel=cancel, background=[probe], own_writes=own_writes)
         owners.append(operator)
         for watch, reconciler in zip(loaded, reconcilers, strict=True):
             if isinstance(reconciler, HelmReconciler):
@@ -196,8 +198,7 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
         if settings.leader_elect:
             elector = operator.elector = _elector(settings, cluster, operator)
             readiness.election = lambda: elector.leading or elector.healthy()
-        servers.append(await health.serve(metrics_app(metrics.render), settings.metrics_bind_address, "metrics",
-                                          "--metrics-bind-address"))
+        servers.append(await _serve_metrics(settings, cluster, metrics))
         servers.append(await health.serve(health.health_app(readiness), settings.health_probe_bind_address,
                                           "health", "--health-probe-bind-address"))
         endpoints.metrics, endpoints.health = _bound(servers[-2]), _bound(servers[-1])
@@ -216,7 +217,19 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
     return 0
 
 
+async def _serve_metrics(settings: Settings, cluster: ClusterClient, metrics: OperatorMetrics) -> web.AppRunner | None:
+    """``/metrics`` on ``--metrics-bind-address``: HTTPS with ``--metrics-secure``, behind the token review and
+    access review of ``--metrics-require-rbac`` (docs/operations.md)."""
+    middlewares = [RbacFilter(cluster).middleware] if settings.metrics_require_rbac else []
+    if settings.metrics_require_rbac and not settings.metrics_secure:
+        log.warning("--metrics-require-rbac without --metrics-secure: bearer tokens travel in clear text")
+    context = self_signed_context() if settings.metrics_secure else None
+    return await health.serve(metrics_app(metrics.render, middlewares), settings.metrics_bind_address, "metrics",
+                              "--metrics-bind-address", ssl_context=context)
+
+
 def serve(settings: Settings, loaded: list[model.Watch], companions: Sequence[Companion] = (),
           endpoints: Endpoints | None = None) -> int:
     """Run the operator for already loaded watches with ``companions`` beside it; ``endpoints`` learns its ports."""
     return asyncio.run(_serve(settings, loaded, companions, endpoints))
+
