@@ -250,15 +250,21 @@ def test_failed_upgrade_is_rolled_back_once_per_attempt(shared_cluster: Cluster,
     assert 'namespaces "nowhere" not found' in message and "rolled back to revision 1" in message
     assert history(cluster, "flaky")[:3] == [(1, "superseded"), (2, "failed"), (3, "deployed")]
     time.sleep(3)  # retries back off (1 s, 2 s, 4 s, ...): a few attempts, each one upgrade + one rollback
-    rows = history(cluster, "flaky")
-    assert len(rows) <= 9 and rows[-1][1] == "deployed", rows
+    # read between two attempts (an attempt's failed upgrade is followed by its rollback)
+    rows = wait_for(lambda: (found := history(cluster, "flaky"))[-1][1] == "deployed" and found,
+                    "the last attempt's rollback", timeout=30, interval=0.1)
+    assert len(rows) <= 9, rows
     assert all(state == "failed" for _, state in rows[1::2]), rows
 
     cluster.kubectl("create", "namespace", "nowhere")
     cluster.kubectl("patch", "strict", "flaky", "--type", "merge", "-p", '{"spec": {"size": 2}}')
-    fixed = wait_for(lambda: with_condition(cluster, ("strict", "flaky"), "Deployed", reason="UpgradeSuccessful")
-                     if condition(get_or_none(cluster, "strict", "flaky") or {}, "ReleaseFailed") is None else None,
-                     "the upgrade to succeed once the namespace exists")
+    def upgraded() -> dict[str, Any] | None:
+        found = with_condition(cluster, ("strict", "flaky"), "Deployed", reason="UpgradeSuccessful")
+        if not found or condition(found, "ReleaseFailed") is not None:
+            return None
+        return found if found["status"].get("observedGeneration") == 3 else None
+
+    fixed = wait_for(upgraded, "the upgrade of generation 3 to succeed once the namespace exists")
     assert fixed["status"]["observedGeneration"] == 3
     assert cluster.get_json("configmap", "flaky-elsewhere", "-n", "nowhere")["data"] == {"size": "2"}
 

@@ -131,7 +131,8 @@ def ops(ops_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
 def test_metrics_move_by_exactly_the_reconciles(ops_cluster: Cluster, ops: OperatorProcess) -> None:
     before = scrape(ops)
     apply(ops_cluster, *(cr("Tick", f"tick-{i}", ops_cluster.namespace) for i in range(20)))
-    wait_for(lambda: len(successful(ops_cluster, "ticks", ops_cluster.namespace)) >= 20, "20 Ticks to succeed")
+    wait_for(lambda: len(successful(ops_cluster, "ticks", ops_cluster.namespace)) >= 20, "20 Ticks to succeed",
+             timeout=240)  # 20 cold ansible-playbook runs: minutes on a busy 2-core machine
 
     def delta(after: Samples, name: str, /, **labels: str) -> float:
         return sample(after, name, **labels) - sample(before, name, **labels)
