@@ -287,8 +287,11 @@ def test_wait_for_delete_returns_when_the_object_is_gone(kube: Cluster) -> None:
     kube.kubectl("delete", "configmap", "held", "--wait=false")
     assert kube.get_json("configmap", "held")["metadata"]["deletionTimestamp"]
 
-    waiter = Background(kube, "wait", "--for=delete", "configmap/held", "--timeout=30s")
+    # -v=6 logs kubectl's requests: release the finalizer only once its watch is open, else a slow kubectl
+    # start finds the object already gone and proves nothing
+    waiter = Background(kube, "wait", "--for=delete", "configmap/held", "--timeout=30s", "-v=6")
     try:
+        waiter.wait_for_line(lambda line: "watch=true" in line)
         assert waiter.process.poll() is None  # still held by the finalizer
         kube.kubectl("patch", "configmap", "held", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
         assert waiter.finish() == 0, waiter.seen
