@@ -10,7 +10,8 @@ The charts are never copied into this repository: point ``--checkout`` at checko
 their repositories (a work tree, or a bare git dir whose HEAD is extracted to a temporary
 directory), e.g. of prometheus-community/helm-charts, grafana/helm-charts and
 kubernetes/ingress-nginx.  Every chart of :data:`KNOWN` found under a checkout runs, with
-its values (persistence enabled where the chart has it); ``--chart DIR`` adds any other.
+its values (persistence enabled where the chart has it; kube-state-metrics a second time with
+``extraManifests`` holding a ``kind: List``); ``--chart DIR`` adds any other.
 
     .venv/bin/python scripts/public_charts.py --checkout ~/src/helm-charts --checkout ~/src/grafana-charts
 
@@ -33,10 +34,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = "180s"
-# Chart directory inside its repository, values to set.
+# ``extraManifests`` holding a ``kind: List`` of two ConfigMaps (what ``kubectl get -o yaml`` writes).
+LIST_MANIFEST = ('json:extraManifests=[{"apiVersion":"v1","kind":"List","items":['
+                 '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"listed-a"},"data":{"k":"a"}},'
+                 '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"listed-b"},"data":{"k":"b"}}]}]')
+# Chart directory inside its repository, values to set (``key=value`` for --set, ``json:key=value``
+# for --set-json).
 KNOWN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("charts/prometheus-node-exporter", ()),
     ("charts/kube-state-metrics", ()),
+    ("charts/kube-state-metrics", (LIST_MANIFEST,)),
     ("charts/grafana", ("persistence.enabled=true",)),
     ("charts/alertmanager", ("persistence.enabled=true",)),
     ("charts/prometheus-statsd-exporter", ()),
@@ -158,7 +165,8 @@ def _leftovers(cluster: Cluster, namespace: str) -> tuple[list[str], list[str]]:
 def run_chart(cluster: Cluster, chart: Chart, index: int) -> None:
     helm = _binary("helm")
     release, namespace = f"r{index}", f"chart-{index}-{chart.name}"[:63]
-    sets = [arg for value in chart.values for arg in ("--set", value)]
+    sets = [arg for value in chart.values
+            for arg in (("--set-json", value[5:]) if value.startswith("json:") else ("--set", value))]
     wait = ("--wait", "--timeout", TIMEOUT)
     steps: list[tuple[str, list[str]]] = [
         ("install", [helm, "install", release, str(chart.path), "-n", namespace, "--create-namespace", *sets, *wait]),

@@ -170,3 +170,52 @@ def test_install_wait_legacy(shared_cluster: Cluster) -> None:
     [replica_set] = shared_cluster.get_json("replicasets", "-n", "h-legacy")["items"]
     assert replica_set["metadata"]["ownerReferences"][0]["uid"] == deployment["metadata"]["uid"]
     assert replica_set["status"]["readyReplicas"] == deployment["spec"]["replicas"]
+
+
+LIST_TEMPLATE = """\
+apiVersion: v1
+kind: List
+items:
+{{- range $name, $value := .Values.entries }}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: {{ $.Release.Name }}-{{ $name }}
+  data:
+    value: {{ $value | quote }}
+{{- end }}
+"""
+
+
+def list_chart(root: Path) -> Path:
+    """A chart whose only template renders a ``kind: List`` of ConfigMaps, one per ``entries`` key."""
+    chart = root / "listchart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: listchart\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("entries:\n  a: one\n  b: two\n")
+    (chart / "templates" / "list.yaml").write_text(LIST_TEMPLATE)
+    return chart
+
+
+def list_values(cluster: Cluster, namespace: str, release: str) -> dict[str, str]:
+    listed = cluster.get_json("configmaps", "-n", namespace, "-l", "app.kubernetes.io/managed-by=Helm")
+    prefix = f"{release}-"
+    return {item["metadata"]["name"].removeprefix(prefix): item["data"]["value"]
+            for item in listed["items"] if item["metadata"]["name"].startswith(prefix)}
+
+
+def test_chart_rendering_a_list_installs_upgrades_rolls_back_and_uninstalls(
+        shared_cluster: Cluster, tmp_path: Path) -> None:
+    """What some charts render (``extraManifests`` of a List): helm flattens it into its items."""
+    chart, namespace = str(list_chart(tmp_path)), "h-list"
+    shared_cluster.helm("install", "lst", chart, "-n", namespace, "--create-namespace", *WAIT)
+    assert list_values(shared_cluster, namespace, "lst") == {"a": "one", "b": "two"}
+    shared_cluster.helm("upgrade", "lst", chart, "-n", namespace, "--set", "entries.b=deux",
+                        "--set", "entries.c=trois", *WAIT)
+    assert list_values(shared_cluster, namespace, "lst") == {"a": "one", "b": "deux", "c": "trois"}
+    shared_cluster.helm("rollback", "lst", "1", "-n", namespace, *WAIT)
+    assert list_values(shared_cluster, namespace, "lst") == {"a": "one", "b": "two"}
+    assert history(shared_cluster, "lst", namespace)[-1] == (3, "deployed")
+    shared_cluster.helm("uninstall", "lst", "-n", namespace, "--wait")
+    assert list_values(shared_cluster, namespace, "lst") == {}
+    assert release_secrets(shared_cluster, "lst", namespace) == []
