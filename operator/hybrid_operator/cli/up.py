@@ -121,6 +121,10 @@ def install(cluster: ClusterClient, directory: Path, *, create_only: bool) -> No
 def summarize(obj: dict[str, Any]) -> tuple[str, str]:
     """The headline condition of a resource and when it last changed."""
     conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+    running = conditions.get("Running")
+    if running and running.get("status") == "True" and running.get("reason") == "Running":
+        # a run in progress: the SDK also sets Successful=False when a run starts, which says nothing yet
+        return "Running", str(running.get("lastTransitionTime", ""))
     for kind in ("Failure", "ReleaseFailed", "Irreconcilable"):
         found = conditions.get(kind)
         if found and found.get("status") == "True":
