@@ -183,9 +183,18 @@ def run_chart(cluster: Cluster, chart: Chart, index: int) -> None:
         chart.steps.append((step, done.returncode == 0, time.monotonic() - started, " ".join(last)[:160]))
         if done.returncode != 0 and step == "install":
             return
+        if step == "install" and LIST_MANIFEST in chart.values:
+            items = cluster.run(_binary("kubectl"), "get", "configmap", "listed-a", "listed-b", "-n", namespace,
+                                "-o", "name")
+            chart.steps.append(("List items created", items.returncode == 0, 0.0,
+                                (items.stderr or items.stdout).strip()[:160]))
     kept, other = _leftovers(cluster, namespace)
     left = ", ".join(other) or (f"kept as kube keeps them: {', '.join(kept)}" if kept else "")
     chart.steps.append(("nothing left", not other, 0.0, left[:200]))
+
+
+def _label(value: str) -> str:
+    return "extraManifests=[kind: List of 2 ConfigMaps]" if value == LIST_MANIFEST else value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,8 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     print("| chart | values | step | result | seconds | detail |")
     print("|---|---|---|---|---:|---|")
     for chart in charts:
+        values = " ".join(_label(value) for value in chart.values)
         for step, ok, seconds, detail in chart.steps:
-            print(f"| {chart.name} | {' '.join(chart.values)} | {step} | {'ok' if ok else 'FAILED'} | "
+            print(f"| {chart.name} | {values} | {step} | {'ok' if ok else 'FAILED'} | "
                   f"{seconds:.1f} | {detail} |")
     return 0 if all(ok for chart in charts for _, ok, _, _ in chart.steps) else 1
 
