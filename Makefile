@@ -57,7 +57,7 @@ test-security: setup  ## the attacks of docs/security.md (also part of `make tes
 	$(BIN)/pytest -m security -q $(PYTEST_FLAGS)
 
 test: setup lint  ## every test but the newcomer path (make test-newcomer) and the chaos smoke run (make chaos-smoke)
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not newcomer and not chaos" $(PYTEST_FLAGS)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not newcomer and not chaos" $(PYTEST_FLAGS)
 
 test-newcomer: setup  ## a new project from init to make molecule with its own setup; two make run side by side (minutes)
 	$(BIN)/pytest -m newcomer -q -s $(PYTEST_FLAGS)
