@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -235,34 +236,76 @@ def test_an_api_outage_is_one_warning_and_one_reconnected(cluster: Cluster, star
     assert not [r for r in operator.log_records() if r.get("level") == "error" and "will retry" in str(r.get("msg"))]
 
 
-def test_ctrl_c_on_up_stops_the_operator_then_the_cluster_and_exits_0(tmp_path: Path) -> None:
+def up_arguments(tmp_path: Path) -> list[str]:
+    """`up` on a free port with one sample whose playbook sleeps 8 s (so a Ctrl-C lands mid-reconcile)."""
     project = tmp_path / "project"
     (project / "crds").mkdir(parents=True)
     (project / "samples").mkdir()
     (project / "crds" / "crds.yaml").write_text((FIXTURES / "crds.yaml").read_text())
     (project / "samples" / "slow.yaml").write_text(json.dumps(cr("Slow", "busy", {"seconds": 8})))
+    return ["up", "--port", str(free_port()),
+            "--data-dir", str(tmp_path / "data"), "--kubeconfig", str(tmp_path / "kubeconfig"),
+            "--crd-dir", str(project / "crds"), "--samples-dir", str(project / "samples"), "--no-summary",
+            "--watches-file", str(WATCHES), "--artifacts-dir", str(tmp_path / "runner"),
+            "--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
+
+
+def wait_for_the_sleeping_playbook(tmp_path: Path) -> None:
+    scope = processes.scope_of(tmp_path / "runner")
+    wait_for(lambda: [pid for pid in processes.leftovers(scope) if pid in processes_with("sleep", "8")],
+             "the sample's playbook to run", timeout=120)
+
+
+def assert_stopped_cleanly(tmp_path: Path, code: int, output: str) -> None:
+    assert code == 0, output[-3000:]
+    assert "Traceback" not in output and "reconcile crashed" not in output, output[-3000:]
+    assert not processes_with("hybrid_operator.cli", "cluster", str(tmp_path / "data")), "the cluster was stopped"
+    assert not processes.leftovers(processes.scope_of(tmp_path / "runner")), "the playbook was stopped"
+
+
+def test_ctrl_c_on_up_stops_the_operator_then_the_cluster_and_exits_0(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path / "home")}
-    command = [sys.executable, "-m", "hybrid_operator.cli", "up", "--port", str(free_port()),
-               "--data-dir", str(tmp_path / "data"), "--kubeconfig", str(tmp_path / "kubeconfig"),
-               "--crd-dir", str(project / "crds"), "--samples-dir", str(project / "samples"), "--no-summary",
-               "--watches-file", str(WATCHES), "--artifacts-dir", str(tmp_path / "runner"),
-               "--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
+    command = [sys.executable, "-m", "hybrid_operator.cli", *up_arguments(tmp_path)]
     log = tmp_path / "up.log"
     with log.open("wb") as out:  # a terminal's foreground job: its own process group, SIGINT to all of it
         up = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
                               start_new_session=True)
-    scope = processes.scope_of(tmp_path / "runner")
     try:
-        wait_for(lambda: [pid for pid in processes.leftovers(scope) if pid in processes_with("sleep", "8")],
-                 "the sample's playbook to run", timeout=120)
+        wait_for_the_sleeping_playbook(tmp_path)
         os.killpg(up.pid, signal.SIGINT)
         code = up.wait(timeout=90)
     finally:
         if up.poll() is None:
             os.killpg(up.pid, signal.SIGKILL)
             up.wait(timeout=10)
+    assert_stopped_cleanly(tmp_path, code, log.read_text(errors="replace"))
+
+
+def test_ctrl_c_in_a_terminal_stops_make_run_with_exit_0(tmp_path: Path) -> None:
+    """The keystroke, not a signal to one pid: make and `up` share the terminal, as under `make run`.
+
+    The terminal's line discipline sends SIGINT to its foreground process group. Without `up`
+    taking that foreground for itself, make is in it too and ends with "Interrupt" and exit 2.
+    """
+    makefile = tmp_path / "Makefile"
+    makefile.write_text(f"run:\n\t{sys.executable} -m hybrid_operator.cli $(ARGS)\n")
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    controller, terminal = pty.openpty()
+    log = tmp_path / "make-run.log"
+    with log.open("wb") as out:  # `setsid -c`: a session whose controlling terminal is stdin, as a shell's job has
+        make = subprocess.Popen(["setsid", "-c", "make", "--no-print-directory", "-f", str(makefile), "run",
+                                 "ARGS=" + " ".join(up_arguments(tmp_path))],
+                                stdin=terminal, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    os.close(terminal)
+    try:
+        wait_for_the_sleeping_playbook(tmp_path)
+        os.write(controller, b"\x03")  # Ctrl-C
+        code = make.wait(timeout=90)
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+            make.wait(timeout=10)
+        os.close(controller)
     output = log.read_text(errors="replace")
-    assert code == 0, output[-3000:]
-    assert "Traceback" not in output and "reconcile crashed" not in output, output[-3000:]
-    assert not processes_with("hybrid_operator.cli", "cluster", str(tmp_path / "data")), "the cluster was stopped"
-    assert not processes.leftovers(processes.scope_of(tmp_path / "runner")), "the playbook was stopped"
+    assert "Interrupt" not in output, output[-3000:]
+    assert_stopped_cleanly(tmp_path, code, output)

@@ -1,14 +1,17 @@
-"""`make run` as a user starts it: a process group of its own, its output in a file, stopped with SIGINT.
+"""`make run` as a user starts it: in a terminal of its own, its output in a file, stopped with Ctrl-C.
 
-`make` runs `hybrid-operator up`; a Ctrl-C in a terminal reaches both, and make then reports
-"Interrupt" whatever its recipe did. The tests send SIGINT to `up` alone (what make forwards no
-differently) so that make's exit code is up's own.
+`make` runs `hybrid-operator up` in a new session whose controlling terminal is a pseudo-terminal
+(`setsid -c`, stdin on the terminal), as a shell starts a job. :meth:`MakeRun.interrupt` types
+Ctrl-C on that terminal: the line discipline sends SIGINT to the terminal's foreground process group,
+exactly as for a user. `up` holds that foreground itself (``hybrid_operator.cli.terminal``), so make's
+exit code is up's own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pty
 import re
 import signal
 import subprocess
@@ -23,10 +26,13 @@ class MakeRun:
     def __init__(self, project: Path, args: str, env: dict[str, str], *make_flags: str) -> None:
         self.project = project
         self.log_path = project / "make-run.log"
+        self.controller, terminal = pty.openpty()
         with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(["make", "--no-print-directory", *make_flags, "run", f"ARGS={args}"],
+            self.process = subprocess.Popen(["setsid", "-c", "make", "--no-print-directory", *make_flags, "run",
+                                             f"ARGS={args}"],
                                             cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=terminal)
+        os.close(terminal)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -47,18 +53,26 @@ class MakeRun:
         return int(children[0])
 
     def interrupt(self, timeout: float = 120) -> int:
-        """SIGINT to `up`; make's exit code once everything stopped."""
-        os.kill(self.up_pid(), signal.SIGINT)
+        """Ctrl-C typed on make's terminal; make's exit code once everything stopped."""
+        self.up_pid()  # make has started `up` (fails with the output otherwise)
+        os.write(self.controller, b"\x03")
         try:
             return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             raise
+        finally:
+            self._close_terminal()
+
+    def _close_terminal(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.controller)
 
     def kill(self) -> None:
         """Cleanup after a failed test: SIGTERM to make and everything it started (the cluster has a
         session of its own, so not the group), SIGKILL to what is left after 30 s."""
         if self.process.poll() is not None:
+            self._close_terminal()
             return
         pids = self._descendants(self.process.pid)
         for pid in pids:
@@ -70,6 +84,7 @@ class MakeRun:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         self.process.wait(timeout=10)
+        self._close_terminal()
 
     @staticmethod
     def _descendants(pid: int) -> list[int]:

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from hybrid_operator import __version__, errors
+from hybrid_operator.cli import terminal
 from hybrid_operator.config import model, watches
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.kube import objects
@@ -209,6 +210,16 @@ def summary_companion(options: UpOptions, loaded: list[model.Watch], cluster: Cl
 
 
 def run(options: UpOptions, settings: Settings) -> int:
+    """The cluster, the CRDs, the operator and the samples, until SIGINT/SIGTERM; the operator's exit code.
+
+    While it runs, `up` holds the terminal's foreground (:mod:`hybrid_operator.cli.terminal`), so a
+    Ctrl-C under `make run` stops `up` cleanly and make exits with `up`'s code.
+    """
+    with terminal.own_foreground():
+        return _run(options, settings)
+
+
+def _run(options: UpOptions, settings: Settings) -> int:
     loaded = watches.load(settings.watches_file, settings.environ)
     process = start_cluster(options)
     try:
