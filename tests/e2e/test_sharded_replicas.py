@@ -188,7 +188,7 @@ def test_kill9_of_one_of_three_replicas_during_a_burst(sharded_cluster: Cluster,
         acquired_before = {id(r): len(records(r, "shard buckets acquired")) for r in survivors}
         wait_for(lambda: any(len(records(r, "shard buckets acquired")) > acquired_before[id(r)] for r in survivors),
                  "the survivors to take the victim's buckets", timeout=6 + 20)
-        wait_for(lambda: converged(sharded_cluster, ns) == set(names), "every CR to converge", timeout=150,
+        wait_for(lambda: converged(sharded_cluster, ns) == set(names), "every CR to converge", timeout=300,
                  interval=2)
         found = spans(span_log, {"r1": killed_at})
         assert set(found) == set(names)
@@ -215,7 +215,7 @@ def scale_two_to_three(cluster: Cluster, ns: str, tmp_path: Path) -> list[Replic
     replicas.append(start_replica(cluster, tmp_path, "r2", ns))
     wait_for(lambda: records(replicas[2], "shard buckets acquired"), "the new replica to hold buckets", timeout=60)
     create(cluster, ns, names, span_log, seconds=2)  # a second generation of every CR, while buckets move
-    wait_for(lambda: converged(cluster, ns, generation=2) == set(names), "every CR to converge", timeout=150,
+    wait_for(lambda: converged(cluster, ns, generation=2) == set(names), "every CR to converge", timeout=300,
              interval=2)
     found = spans(span_log, {})
     assert set(found) == set(names)
