@@ -203,11 +203,13 @@ def test_kill9_of_one_of_three_replicas_during_a_burst(sharded_cluster: Cluster,
         stop_all(replicas)
 
 
-def scale_two_to_three(cluster: Cluster, ns: str, tmp_path: Path) -> list[Replica]:
-    """Two replicas, a burst, a third replica joining, every CR changed once more; all runs checked."""
+def scale_two_to_three(cluster: Cluster, ns: str, tmp_path: Path, replicas: list[Replica]) -> None:
+    """Two replicas, a burst, a third replica joining, every CR changed once more; all runs checked.
+
+    ``replicas`` gets each process as it starts, so that the caller stops them whatever fails."""
     span_log = tmp_path / "spans.log"
     span_log.touch()
-    replicas = [start_replica(cluster, tmp_path, f"r{i}", ns) for i in range(2)]
+    replicas += [start_replica(cluster, tmp_path, f"r{i}", ns) for i in range(2)]
     wait_for(lambda: all(ready(r) for r in replicas), "two ready replicas", timeout=90)
     names = [f"c{i}" for i in range(CRS)]
     create(cluster, ns, names, span_log)
@@ -222,14 +224,13 @@ def scale_two_to_three(cluster: Cluster, ns: str, tmp_path: Path) -> list[Replic
     assert_no_overlap(found)
     assert any(span[2] == "r2" for runs in found.values() for span in runs)
     assert sum(len(records(r, "shard buckets released")) for r in replicas[:2]) > 0
-    return replicas
 
 
 def test_scale_from_two_to_three_replicas_under_load(sharded_cluster: Cluster, tmp_path: Path) -> None:
     ns = namespace(sharded_cluster, "shard-scale")
     replicas: list[Replica] = []
     try:
-        replicas = scale_two_to_three(sharded_cluster, ns, tmp_path)
+        scale_two_to_three(sharded_cluster, ns, tmp_path, replicas)
         events = [scrape(r)[("hybrid_operator_shard_watch_events_total", ("controller=Chore",))] for r in replicas]
         for replica in replicas:
             assert scrape(replica)[("hybrid_operator_shard_server_side", ("controller=Chore",))] == 1
@@ -242,7 +243,7 @@ def test_a_server_ignoring_shard_selector_gives_the_same_results(old_server: Clu
     ns = namespace(old_server, "shard-old")
     replicas: list[Replica] = []
     try:
-        replicas = scale_two_to_three(old_server, ns, tmp_path)
+        scale_two_to_three(old_server, ns, tmp_path, replicas)
         for replica in replicas:
             assert scrape(replica)[("hybrid_operator_shard_server_side", ("controller=Chore",))] == 0
     finally:
