@@ -21,7 +21,7 @@ ARGS ?=
 # so module fixtures (an operator process, a namespace) are shared as written. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 
-.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster chaos chaos-smoke clean \
+.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster bench-sharding chaos chaos-smoke clean \
 	manifests molecule dist conformance
 
 setup: $(STAMP)
@@ -107,3 +107,6 @@ docker-build:  ## the operator image ($(IMG)) from the Dockerfile
 	@$(DOCKER) info >/dev/null 2>&1 || { echo "docker-build: '$(DOCKER)' cannot reach a Docker engine" \
 		"($(DOCKER) info failed): start one or point DOCKER_HOST at one" >&2; exit 1; }
 	$(DOCKER) build -t $(IMG) .
+
+bench-sharding: setup  ## 1, 2, 3 sharded replicas on 300 CRs, with and without server-side shardSelector (docs/sharding-bench.md)
+	$(BIN)/python benchmarks/sharding_bench.py $(ARGS)

@@ -38,6 +38,9 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--audit-log", type=Path, default=None,
                         help="append one JSON line per resource request (verb, group, resource, namespace, name, "
                              "user agent) to this file")
+    parser.add_argument("--no-sharded-list-watch", action="store_true",
+                        help="ignore the shardSelector parameter of LIST and WATCH (KEP-5866), as a server "
+                             "before Kubernetes 1.36 or without the ShardedListAndWatch gate does")
     parser.add_argument("--watch-history", type=int, default=20000, help=argparse.SUPPRESS)
     parser.add_argument("--watch-history-bytes", type=int, default=64 * 1024 * 1024, help=argparse.SUPPRESS)
     parser.add_argument("--event-ttl", type=_duration, default=timedelta(hours=1),
@@ -185,6 +188,13 @@ def _operations_options(parser: argparse.ArgumentParser, bind_defaults: tuple[st
                         help="how long the leader keeps trying to renew before it stops reconciling (default 10s)")
     parser.add_argument("--leader-elect-retry-period", type=_duration, default=timedelta(seconds=2),
                         help="time between leader election attempts (default 2s)")
+    parser.add_argument("--sharding", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                        help="split the objects between the replicas of the ring by hash (Leases, KEP-5866 "
+                             "sharded watches); replaces --leader-elect")
+    parser.add_argument("--shard-key", choices=["uid", "namespace"], default="uid",
+                        help="what places an object on a shard: metadata.uid (default) or metadata.namespace")
+    parser.add_argument("--shard-ring", default="",
+                        help="the ring's name, shared by its replicas (default: the leader election id)")
     parser.add_argument("--graceful-shutdown-timeout", type=_duration, default=timedelta(seconds=30),
                         help="on SIGTERM, how long runs in progress may take to finish before they are "
                              "cancelled (default 30s)")
@@ -283,6 +293,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         watch_history=args.watch_history,
         watch_history_bytes=args.watch_history_bytes,
         event_ttl=args.event_ttl.total_seconds(),
+        sharded_list_watch=not args.no_sharded_list_watch,
     )
     try:
         asyncio.run(server.serve_forever(options))
@@ -353,6 +364,9 @@ def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
         metrics_require_rbac=args.metrics_require_rbac,
         health_probe_bind_address=args.health_probe_bind_address,
         leader_elect=args.leader_elect,
+        sharding=args.sharding,
+        shard_key=args.shard_key,
+        shard_ring=args.shard_ring,
         leader_election_id=args.leader_election_id or environ.get("OPERATOR_NAME") or defaults.leader_election_id,
         leader_election_namespace=args.leader_election_namespace,
         lease_duration=args.leader_elect_lease_duration,

@@ -76,6 +76,13 @@ class Settings:
     lease_duration: timedelta = timedelta(seconds=15)
     renew_deadline: timedelta = timedelta(seconds=10)
     retry_period: timedelta = timedelta(seconds=2)
+    #: ``--sharding``: replicas of the same ring split the objects between them (docs/operations.md,
+    #: "Sharding"); replaces leader election.
+    sharding: bool = False
+    #: ``--shard-key``: what is hashed to place an object, ``uid`` (default) or ``namespace``.
+    shard_key: str = "uid"
+    #: ``--shard-ring``: the ring's name (default: the leader election id).
+    shard_ring: str = ""
     #: ``--graceful-shutdown-timeout``: on SIGTERM, runs in progress may finish within this; then they
     #: are cancelled (default 30s).
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30)

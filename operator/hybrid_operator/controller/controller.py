@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -90,6 +90,11 @@ class Controller:
     #: keys being reconciled now, and the events that came for them meanwhile (decided at the end)
     _running: set[Key] = field(default_factory=set)
     _deferred: dict[Key, list[dict[str, Any]]] = field(default_factory=dict)
+    #: sharding (``--sharding``): whether this replica owns a key now; a key it does not own is dropped
+    #: when its turn comes (dependents, triggers and resyncs follow their owner's shard)
+    owns: Callable[[Key], bool] | None = None
+    #: the task of each running reconcile (sharding cancels those of a bucket it hands over)
+    _tasks: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.name = self.name or self.watch.gvk.kind
@@ -171,7 +176,7 @@ class Controller:
             self.queue.add(key)
 
     async def _process(self, key: Key) -> None:
-        if self.draining:
+        if self.draining or (self.owns is not None and not self.owns(key)):
             return
         self.in_flight += 1
         self.idle.clear()
@@ -179,7 +184,7 @@ class Controller:
         if self.metrics is not None:
             self.metrics.active_workers.add(1, self.name)
         try:
-            await self._reconcile(key)
+            await self._reconcile_task(key)
         finally:
             self._running.discard(key)
             self._settle_deferred(key)
@@ -188,6 +193,36 @@ class Controller:
                 self.idle.set()
             if self.metrics is not None:
                 self.metrics.active_workers.add(-1, self.name)
+
+    async def _reconcile_task(self, key: Key) -> None:
+        """The reconcile in a task of its own, so that a hand-over can cancel it without ending the worker."""
+        task = asyncio.ensure_future(self._reconcile(key))
+        self._tasks[key] = task
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not task.cancelled() or (current is not None and current.cancelling()):
+                raise
+            log.info("reconcile cancelled: shard handed over", extra={"kind": self.watch.gvk.kind,
+                                                                       "namespace": key[0], "cr": key[1]})
+        finally:
+            self._tasks.pop(key, None)
+
+    async def release_keys(self, leaving: Callable[[Key], bool], grace: float) -> int:
+        """Sharding hands over the keys ``leaving`` selects: their running reconciles get ``grace`` seconds
+        to finish, then are cancelled (runs killed, nothing more written); what they knew is forgotten, so a
+        later return of the bucket reconciles them afresh. Returns how many were cancelled."""
+        for key in [k for k in self.seen if leaving(k)]:
+            self.seen.pop(key, None)
+        deadline = time.monotonic() + grace
+        while any(leaving(k) for k in self._tasks) and time.monotonic() < deadline:
+            await asyncio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        doomed = [task for k, task in self._tasks.items() if leaving(k)]
+        for task in doomed:
+            task.cancel()
+        await asyncio.gather(*doomed, return_exceptions=True)
+        return len(doomed)
 
     def _log_retry(self, key: Key, backoff: float, duration: float) -> None:
         """When the key really runs again: an event that came during the run brings it back now, not after

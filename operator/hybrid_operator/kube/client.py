@@ -263,16 +263,27 @@ class ClusterClient:
             if exc.status != 404:
                 raise _temporary("patch metadata of", ref, name, exc) from exc
 
-    def list_with_version(self, ref: ResourceRef, namespace: str = "") -> tuple[builtins.list[dict[str, Any]], str]:
+    def list_with_version(self, ref: ResourceRef, namespace: str = "",
+                          shard_selector: str = "") -> tuple[builtins.list[dict[str, Any]], str]:
         """Every object of a kind and the list's resourceVersion (to start a watch from)."""
+        items, version, _ = self.list_sharded(ref, namespace, shard_selector)
+        return items, version
+
+    def list_sharded(self, ref: ResourceRef, namespace: str = "",
+                     shard_selector: str = "") -> tuple[builtins.list[dict[str, Any]], str, bool]:
+        """The objects of a kind, the list's resourceVersion, and whether the server applied ``shard_selector``
+        (KEP-5866: it echoes it in ``metadata.shardInfo``; an older server ignores it and sends everything)."""
+        query = [("shardSelector", shard_selector)] if shard_selector else None
         try:
-            listing = self.request("GET", ref.path(namespace))
+            listing = self.request("GET", ref.path(namespace), query=query)
         except ApiException as exc:
             raise _temporary("list", ref, "", exc) from exc
-        return list(listing.get("items") or []), str(objects.meta(listing).get("resourceVersion", ""))
+        meta = objects.meta(listing)
+        honoured = bool(shard_selector) and (meta.get("shardInfo") or {}).get("selector") == shard_selector
+        return list(listing.get("items") or []), str(meta.get("resourceVersion", "")), honoured
 
     async def watch(self, ref: ResourceRef, namespace: str, resource_version: str,
-                    timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+                    timeout_seconds: int = 300, shard_selector: str = "") -> AsyncIterator[dict[str, Any]]:
         """Watch events of a kind from ``resource_version`` until the server closes the stream.
 
         Async (aiohttp) so that cancelling the consumer closes the connection at once. Lines are
@@ -294,6 +305,8 @@ class ClusterClient:
         params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
         if resource_version:
             params["resourceVersion"] = resource_version
+        if shard_selector:
+            params["shardSelector"] = shard_selector
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_seconds + 30)
         url = conn.server.rstrip("/") + ref.path(namespace)
         try:
@@ -438,6 +451,27 @@ class ClusterClient:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise _lease_error("read", name, exc) from exc
         return found
+
+    def list_leases(self, namespace: str, label_selector: str, timeout: float) -> builtins.list[dict[str, Any]]:
+        """The Leases of a namespace with these labels; TemporaryError when the API cannot answer."""
+        try:
+            found = self.request("GET", _LEASES.format(namespace), query=[("labelSelector", label_selector)],
+                                 timeout=timeout)
+        except ApiException as exc:
+            raise _lease_error("list", label_selector, exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _lease_error("list", label_selector, exc) from exc
+        return list(found.get("items") or [])
+
+    def delete_lease(self, namespace: str, name: str, timeout: float) -> None:
+        """Delete a Lease (gone already is fine); TemporaryError when the API cannot answer."""
+        try:
+            self.request("DELETE", f"{_LEASES.format(namespace)}/{name}", timeout=timeout)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise _lease_error("delete", name, exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _lease_error("delete", name, exc) from exc
 
     def write_lease(self, namespace: str, lease: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         """Create the Lease (no resourceVersion) or replace it (guarded by its resourceVersion).

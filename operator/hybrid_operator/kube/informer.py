@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hybrid_operator import errors
@@ -48,8 +49,14 @@ class Health(Protocol):
 
 
 async def follow(cluster: ClusterClient, gvk: tuple[str, str, str], namespaces: Sequence[str], handler: Handler,
-                 *, what: str, health: Health | None = None) -> None:
-    """List then watch the kind ``gvk`` (group, version, kind) forever; ``what`` names it in logs."""
+                 *, what: str, health: Health | None = None, shard_selector: str = "",
+                 honoured: Callable[[bool], None] | None = None) -> None:
+    """List then watch the kind ``gvk`` (group, version, kind) forever; ``what`` names it in logs.
+
+    With ``shard_selector`` (KEP-5866) the list and the watch ask the server for that slice only;
+    ``honoured`` learns after each list whether the server applied it (else the handler gets
+    everything and must filter).
+    """
     delay = 1.0
     streak = 0
     group, version, kind = gvk
@@ -69,7 +76,7 @@ async def follow(cluster: ClusterClient, gvk: tuple[str, str, str], namespaces: 
         try:
             ref = await asyncio.to_thread(cluster.resolve, group, version, kind)
             scopes = tuple(namespaces) if (ref.namespaced and namespaces) else ("",)
-            await _follow_scopes(cluster, ref, scopes, handler, listed, working)
+            await _follow_scopes(cluster, ref, scopes, handler, listed, working, _Sharding(shard_selector, honoured))
             working()
             continue
         except asyncio.CancelledError:
@@ -87,13 +94,21 @@ async def follow(cluster: ClusterClient, gvk: tuple[str, str, str], namespaces: 
         delay = min(MAX_BACKOFF, delay * 2)
 
 
+@dataclass(frozen=True)
+class _Sharding:
+    """The shard selector a follower asks for, and who learns whether the server applied it."""
+
+    selector: str = ""
+    honoured: Callable[[bool], None] | None = None
+
+
 async def _follow_scopes(cluster: ClusterClient, ref: ResourceRef, scopes: Sequence[str], handler: Handler,
-                         listed: Callable[[], None], working: Callable[[], None]) -> None:
+                         listed: Callable[[], None], working: Callable[[], None], shard: _Sharding) -> None:
     """Follow every scope at once; when one fails, the others are stopped too (and all start over)."""
     try:
         async with asyncio.TaskGroup() as group:
             for scope in scopes:
-                group.create_task(_follow_scope(cluster, ref, scope, handler, listed, working))
+                group.create_task(_follow_scope(cluster, ref, scope, handler, listed, working, shard))
     except BaseExceptionGroup as failed:
         raise _first(failed) from None
 
@@ -105,12 +120,19 @@ def _first(group: BaseExceptionGroup[Any]) -> BaseException:
 
 
 async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler,
-                        listed: Callable[[], None], working: Callable[[], None]) -> None:
-    items, version = await asyncio.to_thread(cluster.list_with_version, ref, namespace)
+                        listed: Callable[[], None], working: Callable[[], None], shard: _Sharding) -> None:
+    if shard.selector:
+        items, version, honoured = await asyncio.to_thread(cluster.list_sharded, ref, namespace, shard.selector)
+        if shard.honoured is not None:
+            shard.honoured(honoured)
+        events = cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT, shard_selector=shard.selector)
+    else:
+        items, version = await asyncio.to_thread(cluster.list_with_version, ref, namespace)
+        events = cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT)
     for obj in items:
         handler.listed(ref, obj)
     listed()
-    async for event in cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT):
+    async for event in events:
         event_type = str(event.get("type"))
         obj = event.get("object") or {}
         if event_type == "ERROR":

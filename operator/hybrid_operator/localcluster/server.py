@@ -56,6 +56,7 @@ class ClusterOptions:
     event_ttl: float = 3600.0  # seconds an Event lives after its last write (kube-apiserver's --event-ttl)
     host: str = "127.0.0.1"
     audit_log: Path | None = None  # one JSON line per resource request (--audit-log)
+    sharded_list_watch: bool = True  # KEP-5866 shardSelector honoured (--no-sharded-list-watch: ignored)
 
 
 def kubeconfig_text(server: str, token: str, ca_pem: bytes) -> str:
@@ -128,7 +129,8 @@ class ClusterServer:
         if self.options.audit_log is not None:
             self._audit = AuditLog(self.options.audit_log)
         config = ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
-                                   bookmark_interval=self.options.bookmark_interval, audit=self._audit)
+                                   bookmark_interval=self.options.bookmark_interval, audit=self._audit,
+                                   sharded_list_watch=self.options.sharded_list_watch)
         application = app.build_app(self.api, config)
         self._runner = app.runner(application)
         await self._runner.setup()

@@ -62,6 +62,8 @@ class Readiness:
     stopping: bool = False
     #: leader election: True when this replica leads or can reach the Lease (None: no election)
     election: Callable[[], bool] | None = None
+    #: sharding: True while this replica's Lease in the ring is renewed (None: no sharding)
+    sharding: Callable[[], bool] | None = None
     _signs: dict[str, _Signs] = field(default_factory=dict)
     #: background tasks that reported: their error while down after a crash, "" once working again
     _tasks: dict[str, str] = field(default_factory=dict)
@@ -100,6 +102,9 @@ class Readiness:
         if self.election is not None:
             ok = self.election()
             found.append(("leader-election", ok, "" if ok else "the leader election lease cannot be reached"))
+        if self.sharding is not None:
+            ok = self.sharding()
+            found.append(("shard-ring", ok, "" if ok else "this replica's Lease in the shard ring is not renewed"))
         for controller in self.controllers:
             ok = self.fresh(controller)
             signs = self._of(controller)

@@ -60,6 +60,8 @@ class Operator:
         self.run_cancel = run_cancel or RunCancel()
         self.background = list(background)
         self.elector: LeaderElector | None = None
+        #: sharding (``--sharding``): what follows the primaries instead of kopf, given (stop, ready)
+        self.primaries: Callable[[asyncio.Event, asyncio.Event], Coroutine[Any, Any, None]] | None = None
         self.stop = asyncio.Event()
         self.force = asyncio.Event()
         self.own_writes = own_writes if own_writes is not None else OwnWrites()
@@ -135,6 +137,10 @@ class Operator:
         """Keep the child kinds of the controller's owner kind in our ConfigMap (only new ones are written)."""
         await asyncio.to_thread(self.known_kinds.add, controller.owner_kind, kinds)
 
+    async def on_primary_event(self, watch: Watch, event_type: str, body: dict[str, Any]) -> None:
+        """An event of a watched primary from the sharded followers (``--sharding``) instead of kopf."""
+        await self._on_event(watch, event_type, body)
+
     async def _on_event(self, watch: Watch, event_type: str, body: dict[str, Any]) -> None:
         controller = self._by_watch.get(id(watch))
         if controller is not None:
@@ -198,8 +204,9 @@ class Operator:
         if self.elector is None:
             await self.start_leading()
         stopping = asyncio.create_task(self.stop.wait())
-        kopf_task = asyncio.create_task(source.run(registry, self.settings.namespaces, kopf_stop, ready,
-                                                     on_signal=self.handle_signal))
+        kopf_task = asyncio.create_task(
+            self.primaries(kopf_stop, ready) if self.primaries is not None else
+            source.run(registry, self.settings.namespaces, kopf_stop, ready, on_signal=self.handle_signal))
         log.info("operator started", extra={"kinds": ",".join(str(c.watch.gvk) for c in self.controllers),
                                             "namespaces": ",".join(self.settings.namespaces) or "*",
                                             "leader_election": self.elector is not None})

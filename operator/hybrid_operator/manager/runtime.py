@@ -31,7 +31,7 @@ from hybrid_operator.ansible.reconciler import AnsibleReconciler
 from hybrid_operator.ansible.runner import AnsibleRunner
 from hybrid_operator.config import model, watches
 from hybrid_operator.config.settings import Settings
-from hybrid_operator.controller.controller import controller_names
+from hybrid_operator.controller.controller import Controller, controller_names
 from hybrid_operator.controller.metrics import OperatorMetrics
 from hybrid_operator.controller.reconcile import OwnWrites, Reconciler, RunCancel
 from hybrid_operator.helm.client import HelmClient, HelmError, chart_digest, find_helm
@@ -42,6 +42,8 @@ from hybrid_operator.manager.leader import ElectionConfig, LeaderElector
 from hybrid_operator.manager.metrics import metrics_app, user_metrics_app
 from hybrid_operator.manager.metrics_security import RbacFilter, self_signed_context
 from hybrid_operator.manager.operator import Operator
+from hybrid_operator.manager.sharding import Sharding
+from hybrid_operator.manager.sharding.membership import RingConfig
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,27 @@ def _elector(settings: Settings, cluster: ClusterClient, operator: Operator) -> 
         retry_period=settings.retry_period.total_seconds(),
     )
     return LeaderElector(cluster, config, operator.start_leading, operator.stop_leading)
+
+
+def _sharding(settings: Settings, cluster: ClusterClient, operator: Operator, metrics: OperatorMetrics) -> Sharding:
+    """``--sharding``: this replica's membership in the ring and its sharded primaries (instead of kopf)."""
+    if settings.leader_elect:
+        log.warning("--sharding replaces --leader-elect: every replica of the ring reconciles its own shard")
+    config = RingConfig(
+        ring=settings.shard_ring or settings.leader_election_id,
+        namespace=settings.leader_election_namespace or leader.default_namespace(dict(settings.environ)),
+        identity=leader.default_identity(),
+        lease_duration=settings.lease_duration.total_seconds(),
+        renew_deadline=settings.renew_deadline.total_seconds(),
+        retry_period=settings.retry_period.total_seconds(),
+        handover_grace=settings.graceful_shutdown_timeout.total_seconds(),
+    )
+
+    async def sink(controller: Controller, event_type: str, body: dict[str, Any]) -> None:
+        await operator.on_primary_event(controller.watch, event_type, body)
+
+    return Sharding(cluster, config, operator.controllers, settings.namespaces, sink, key=settings.shard_key,
+                    registry=metrics.registry)
 
 
 def _bound_port(runner: web.AppRunner | None) -> int:
@@ -195,7 +218,10 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
             if isinstance(reconciler, HelmReconciler):
                 reconciler.on_children = functools.partial(operator.helm_children, watch)
                 reconciler.releases = operator.dependents.releases
-        if settings.leader_elect:
+        if settings.sharding:
+            sharded = _sharding(settings, cluster, operator, metrics)
+            operator.primaries, readiness.sharding = sharded.run, sharded.ready
+        elif settings.leader_elect:
             elector = operator.elector = _elector(settings, cluster, operator)
             readiness.election = lambda: elector.leading or elector.healthy()
         servers.append(await _serve_metrics(settings, cluster, metrics))

@@ -18,6 +18,8 @@ class ServerConfig:
     address: str
     bookmark_interval: float = 30.0
     audit: AuditLog | None = None
+    #: KEP-5866 ``shardSelector`` on LIST and WATCH; off: the parameter is ignored, as by an older server
+    sharded_list_watch: bool = True
 
 
 API_KEY: web.AppKey[ObjectApi] = web.AppKey("api", ObjectApi)

@@ -24,8 +24,10 @@ from aiohttp import web
 from hybrid_operator.localcluster import errors
 from hybrid_operator.localcluster.apiserver import protobuf, tables, yamlbodies
 from hybrid_operator.localcluster.resources import ResourceInfo
+from hybrid_operator.localcluster.semantics import shardselectors
 from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector, parse_field_selector
 from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector, parse_label_selector
+from hybrid_operator.localcluster.semantics.shardselectors import ShardSelector
 from hybrid_operator.localcluster.semantics.writes import PATCH_APPLY, WriteOptions
 
 JSON = "application/json"
@@ -60,6 +62,13 @@ def selectors(request: web.Request, info: ResourceInfo) -> tuple[LabelSelector, 
     labels = parse_label_selector(request.query.get("labelSelector", ""))
     fields = parse_field_selector(request.query.get("fieldSelector", ""), kind=info.kind)
     return labels, fields
+
+
+def shard_selector(request: web.Request, enabled: bool) -> ShardSelector | None:
+    """The ``shardSelector`` of a collection request (KEP-5866); None when absent or the feature is off."""
+    if not enabled:
+        return None
+    return shardselectors.parse(request.query.get("shardSelector", ""))
 
 
 def wants_table(request: web.Request) -> bool:

@@ -94,9 +94,10 @@ async def _read(request: web.Request, target: Target) -> web.StreamResponse:
     if target.name:
         return await get_resource(request, target)
     labels, fields = decoding.selectors(request, target.info)
+    shard = decoding.shard_selector(request, config_of(request).sharded_list_watch)
     if decoding.parse_bool(request.query.get("watch"), "watch"):
-        return await watch_resources(request, target, labels, fields)
-    return await list_resources(request, target, labels, fields)
+        return await watch_resources(request, target, labels, fields, shard)
+    return await list_resources(request, target, labels, fields, shard)
 
 
 def _audit(request: web.Request, target: Target) -> None:

@@ -42,6 +42,7 @@ from hybrid_operator.localcluster.semantics import (
 )
 from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
 from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
+from hybrid_operator.localcluster.semantics.shardselectors import ShardSelector
 from hybrid_operator.localcluster.semantics.writes import (
     PATCH_APPLY,
     PATCH_JSON,
@@ -79,10 +80,13 @@ class ObjectApi:
         fields: FieldSelector | None = None,
         limit: int = 0,
         continue_token: str = "",
+        shard: ShardSelector | None = None,
     ) -> dict[str, Any]:
         list_rv, after = listing.decode_continue(continue_token) if continue_token else (self.store.rv, "")
-        matched = listing.selected(self.store.list(info.storage_key, namespace), labels, fields, after)
+        matched = listing.selected(self.store.list(info.storage_key, namespace), labels, fields, after, shard)
         items, meta = listing.page(matched, limit, list_rv)
+        if shard is not None:
+            meta["shardInfo"] = shard.info()
         return {"kind": info.list_kind, "apiVersion": info.group_version, "metadata": meta,
                 "items": [self.as_version(info, obj, share=True) for obj in items]}
 

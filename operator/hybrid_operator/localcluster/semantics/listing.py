@@ -17,6 +17,7 @@ from typing import Any
 from hybrid_operator.localcluster import errors, objects
 from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
 from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
+from hybrid_operator.localcluster.semantics.shardselectors import ShardSelector
 
 
 def decode_continue(token: str) -> tuple[int, str]:
@@ -33,10 +34,12 @@ def selected(
     labels: LabelSelector | None,
     fields: FieldSelector | None,
     after: str = "",
+    shard: ShardSelector | None = None,
 ) -> list[dict[str, Any]]:
     """The ``stored`` objects the selectors pick, from the one after key ``after`` on."""
     everything = (labels is None or labels.empty) and (fields is None or fields.empty)
-    matched = [obj for obj in stored if everything or matches(obj, labels, fields)]
+    matched = [obj for obj in stored if (everything or matches(obj, labels, fields))
+               and (shard is None or shard.matches(obj))]
     if after:
         matched = [obj for obj in matched if _sort_key(obj) > after]
     return matched

@@ -1,4 +1,4 @@
-"""LIST of a collection (kube-apiserver's ``ListResource``): selectors, paging, or a Table."""
+"""LIST of a collection (kube-apiserver's ``ListResource``): selectors, shard selector, paging, or a Table."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from hybrid_operator.localcluster.apiserver.context import api_of
 from hybrid_operator.localcluster.apiserver.urls import Target
 from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
 from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
+from hybrid_operator.localcluster.semantics.shardselectors import ShardSelector
 
 
 async def list_resources(request: web.Request, target: Target, labels: LabelSelector,
-                         fields: FieldSelector) -> web.StreamResponse:
+                         fields: FieldSelector, shard: ShardSelector | None = None) -> web.StreamResponse:
     limit_text = request.query.get("limit", "0") or "0"
     if not limit_text.isdigit():
         raise errors.bad_request(f"invalid limit {limit_text!r}")
     listed = api_of(request).list(target.info, target.namespace, labels, fields, int(limit_text),
-                                  request.query.get("continue", ""))
+                                  request.query.get("continue", ""), shard)
     if decoding.wants_table(request):
         return encoding.table(request, target.info, listed["items"], listed["metadata"]["resourceVersion"])
     return encoding.respond(listed)

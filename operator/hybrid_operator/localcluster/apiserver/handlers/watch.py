@@ -6,7 +6,9 @@ resourceVersion is given, replay from a resourceVersion, 410 ``Expired`` for
 one older than the retained history, ``sendInitialEvents`` with the
 ``k8s.io/initial-events-end`` bookmark, periodic BOOKMARKs on idle streams,
 label/field selector filtering (objects moving in or out of a selector appear
-as ADDED/DELETED), and closing at ``timeoutSeconds``.
+as ADDED/DELETED), KEP-5866 ``shardSelector`` filtering (echoed as ``shardInfo`` in
+the metadata of the ``initial-events-end`` bookmark, the watch's end of initial
+sync), and closing at ``timeoutSeconds``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from hybrid_operator.localcluster.semantics import listing
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
 from hybrid_operator.localcluster.semantics.fieldselectors import FieldSelector
 from hybrid_operator.localcluster.semantics.labelselectors import LabelSelector
+from hybrid_operator.localcluster.semantics.shardselectors import ShardSelector
 from hybrid_operator.localcluster.storage.changes import Change
 
 
@@ -38,11 +41,14 @@ class Filter:
     namespace: str | None
     labels: LabelSelector
     fields: FieldSelector
+    shard: ShardSelector | None = None
 
     def matches(self, obj: dict[str, Any] | None) -> bool:
         if obj is None:
             return False
         if self.namespace is not None and objects.namespace(obj) != self.namespace:
+            return False
+        if self.shard is not None and not self.shard.matches(obj):
             return False
         return listing.matches(obj, self.labels, self.fields)
 
@@ -111,11 +117,13 @@ def _deadline(timeout_text: str) -> float | None:
 class _Stream:
     """One open watch response: events and bookmarks as JSON lines."""
 
-    def __init__(self, response: web.StreamResponse, api: ObjectApi, info: ResourceInfo, table: bool) -> None:
+    def __init__(self, response: web.StreamResponse, api: ObjectApi, info: ResourceInfo, table: bool,
+                 shard: ShardSelector | None = None) -> None:
         self.response = response
         self.api = api
         self.info = info
         self.table = table
+        self.shard = shard
 
     async def send(self, kind: str, obj: dict[str, Any]) -> None:
         shown = self.api.as_version(self.info, obj, share=True)
@@ -131,6 +139,8 @@ class _Stream:
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+            if self.shard is not None:
+                meta["shardInfo"] = self.shard.info()
         await self._line({"type": "BOOKMARK",
                           "object": {"kind": self.info.kind, "apiVersion": self.info.group_version, "metadata": meta}})
 
@@ -165,10 +175,10 @@ class _Stream:
 
 
 async def watch_resources(request: web.Request, target: Target, labels: LabelSelector,
-                          fields: FieldSelector) -> web.StreamResponse:
+                          fields: FieldSelector, shard: ShardSelector | None = None) -> web.StreamResponse:
     api, info = api_of(request), target.info
     options = WatchOptions.of(request)
-    events = Filter(target.namespace, labels, fields)
+    events = Filter(target.namespace, labels, fields, shard)
     backlog: list[Change] | None = None
     if options.rv and not options.send_initial:
         backlog = api.store.changes.since(options.rv)
@@ -181,7 +191,7 @@ async def watch_resources(request: web.Request, target: Target, labels: LabelSel
         snapshot = [obj for obj in api.store.list(info.storage_key, target.namespace) if events.matches(obj)]
     response = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
     response.enable_chunked_encoding()
-    stream = _Stream(response, api, info, decoding.wants_table(request))
+    stream = _Stream(response, api, info, decoding.wants_table(request), shard)
     try:
         await response.prepare(request)
         if backlog is None:
