@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from hybrid_operator import errors
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
@@ -37,6 +37,22 @@ class Handler(Protocol):
 
     def changed(self, ref: ResourceRef, event_type: str, obj: dict[str, Any]) -> None:
         """An ADDED, MODIFIED or DELETED event."""
+
+
+@runtime_checkable
+class SyncAware(Protocol):
+    """A handler that also wants to know when its view of a scope is complete, and when it is not.
+
+    ``relisting`` comes before the (re)list of one scope (``""``: every namespace), ``synced`` once
+    every object of that list was handed over, ``interrupted`` when the follower failed and will list
+    again later: until the next ``synced`` the handler's view may miss changes.
+    """
+
+    def relisting(self, ref: ResourceRef, namespace: str) -> None: ...
+
+    def synced(self, ref: ResourceRef, namespace: str) -> None: ...
+
+    def interrupted(self) -> None: ...
 
 
 class Health(Protocol):
@@ -73,12 +89,18 @@ async def follow(cluster: ClusterClient, gvk: tuple[str, str, str], namespaces: 
             working()
             continue
         except asyncio.CancelledError:
+            if isinstance(handler, SyncAware):
+                handler.interrupted()
             raise
         except errors.TemporaryError as exc:
+            if isinstance(handler, SyncAware):
+                handler.interrupted()
             streak += 1
             if streak == 1 and not isinstance(exc, errors.Unreachable):
                 log.warning("watch failed", extra={"watch": what, "error": str(exc), "retry_in": delay})
         except Exception as exc:  # a bug, or an answer nobody expected: restart, loudly
+            if isinstance(handler, SyncAware):
+                handler.interrupted()
             streak += 1
             log.exception("watch crashed", extra={"watch": what, "retry_in": delay})
             if health is not None:
@@ -106,9 +128,14 @@ def _first(group: BaseExceptionGroup[Any]) -> BaseException:
 
 async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler,
                         listed: Callable[[], None], working: Callable[[], None]) -> None:
+    aware = handler if isinstance(handler, SyncAware) else None
+    if aware is not None:
+        aware.relisting(ref, namespace)
     items, version = await asyncio.to_thread(cluster.list_with_version, ref, namespace)
     for obj in items:
         handler.listed(ref, obj)
+    if aware is not None:
+        aware.synced(ref, namespace)
     listed()
     async for event in cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT):
         event_type = str(event.get("type"))

@@ -195,6 +195,7 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
             if isinstance(reconciler, HelmReconciler):
                 reconciler.on_children = functools.partial(operator.helm_children, watch)
                 reconciler.releases = operator.dependents.releases
+                reconciler.resyncer.live = operator.dependents
         if settings.leader_elect:
             elector = operator.elector = _elector(settings, cluster, operator)
             readiness.election = lambda: elector.leading or elector.healthy()
