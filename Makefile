@@ -21,7 +21,7 @@ ARGS ?=
 # so module fixtures (an operator process, a namespace) are shared as written. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 
-.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster bench-sharding chaos chaos-smoke clean \
+.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster bench-sharding bench-helm chaos chaos-smoke clean \
 	manifests molecule dist conformance
 
 setup: $(STAMP)
@@ -78,6 +78,9 @@ conformance: setup  ## an Operator SDK Ansible test operator's molecule tests on
 
 bench-cluster: setup
 	$(BIN)/python benchmarks/cluster_bench.py
+
+bench-helm: setup  ## Helm no-change resync against `helm upgrade` (benchmarks/helm_bench.py; ARGS=--quick)
+	$(BIN)/python benchmarks/helm_bench.py $(ARGS)
 
 chaos-smoke: setup  ## `make chaos --quick` checked: every scenario ran, 0 lost, 0 duplicated (several minutes)
 	$(BIN)/pytest -m chaos -q $(PYTEST_FLAGS)

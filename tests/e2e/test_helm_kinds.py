@@ -354,3 +354,42 @@ def test_uninstall_wait_keeps_the_finalizer_until_objects_are_gone(shared_cluste
     cluster.kubectl("patch", "configmap", "held-held", "--type", "json", "-p",
                     '[{"op": "remove", "path": "/metadata/finalizers"}]')
     wait_for(lambda: get_or_none(cluster, "held", "held") is None, "the CR to go once its objects are gone", 20)
+
+
+def test_no_change_resyncs_skip_helm_and_still_repair_drift(shared_cluster: Cluster,
+                                                             helm_operator: OperatorProcess) -> None:
+    """Issue 16 item 5 through the real helm binary: once a full resync verified the revision, resyncs
+    run no helm process and apply nothing, and a deleted or edited object is still restored."""
+    cluster = shared_cluster
+    apply(cluster, cr("Tuned", "quiet", {"size": 1}, period="300ms"))
+    wait_for(lambda: with_condition(cluster, ("tuned", "quiet"), "Deployed"), "quiet to be deployed")
+
+    def skipped() -> list[dict[str, Any]]:
+        return [r for r in resyncs(helm_operator, "quiet", "Tuned") if r.get("render") == "skipped"]
+
+    wait_for(lambda: len(skipped()) >= 1, "a resync that skips the render")
+    service = cluster.get_json("service", "quiet")
+    deployment = cluster.get_json("deployment", "quiet")
+    count = len(skipped())
+    wait_for(lambda: len(skipped()) >= count + 5, "five more cheap resyncs")
+    # nothing was applied: the objects were not written, and no revision was made
+    assert cluster.get_json("service", "quiet")["metadata"]["resourceVersion"] == service["metadata"]["resourceVersion"]
+    assert cluster.get_json("deployment", "quiet")["metadata"]["resourceVersion"] == \
+        deployment["metadata"]["resourceVersion"]
+    assert history(cluster, "quiet") == [(1, "deployed")]
+    full = [r for r in resyncs(helm_operator, "quiet", "Tuned") if r.get("render") != "skipped"]
+    assert len(full) == 1, "one full resync verified the revision, every later one skipped the render"
+
+    # drift repair still works: a deleted Service comes back, an edited Deployment is put back
+    cluster.kubectl("delete", "service", "quiet")
+    back = wait_for(lambda: get_or_none(cluster, "service", "quiet"), "the Service to be re-created", 20)
+    assert back["metadata"]["uid"] != service["metadata"]["uid"]
+    assert back["metadata"]["annotations"]["meta.helm.sh/release-name"] == "quiet"
+    wait_for(lambda: events(cluster, "quiet", "DriftRepaired"), "the DriftRepaired Event")
+    cluster.kubectl("patch", "deployment", "quiet", "--type", "merge", "-p", '{"spec": {"replicas": 4}}')
+    wait_for(lambda: cluster.get_json("deployment", "quiet")["spec"]["replicas"] == 1 or None,
+             "the Deployment's replicas to be restored", 20)
+    assert history(cluster, "quiet") == [(1, "deployed")]
+    assert [r for r in resyncs(helm_operator, "quiet", "Tuned") if r.get("render") != "skipped"] == full, \
+        "the repairs needed no render"
+    cluster.kubectl("delete", "tuned", "quiet", "--wait=true", "--timeout=60s")

@@ -167,3 +167,28 @@ def test_readyz_shows_a_crashed_task_until_it_works_again() -> None:
         in health.checks()
     health.task_ok("dependents /v1/ConfigMap")
     assert health.ready()
+
+
+class SyncHandler(Handler):
+    """A handler that also hears when its view of a scope is complete, and when it is not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks: list[str] = []
+
+    def relisting(self, ref: ResourceRef, namespace: str) -> None:
+        self.hooks.append(f"relisting {namespace or '*'}")
+
+    def synced(self, ref: ResourceRef, namespace: str) -> None:
+        self.hooks.append(f"synced {namespace or '*'}")
+
+    def interrupted(self) -> None:
+        self.hooks.append("interrupted")
+
+
+async def test_a_sync_aware_handler_hears_each_list_and_each_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FlakyCluster(errors.TemporaryError("watch of ConfigMap answered 500"))
+    handler = SyncHandler()
+    await follow(cluster, handler, Readiness(["Memcached"]), monkeypatch, lambda: handler.changed_seen)
+    assert handler.hooks == ["relisting *", "synced *", "interrupted", "relisting *", "synced *", "interrupted"], \
+        "a failed watch and the final cancellation both make the view incomplete"

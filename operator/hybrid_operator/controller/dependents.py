@@ -156,9 +156,32 @@ class _Watch:
     releases: ReleaseOwners | None = None
     task: asyncio.Task[None] | None = None
     essences: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: the scopes ("" = every namespace) whose essences are complete: listed, and followed since
+    synced_scopes: set[str] = field(default_factory=set)
+    namespaced: bool = True
 
     def listed(self, ref: ResourceRef, obj: dict[str, Any]) -> None:
         self.essences[objects.key(obj)] = essence(obj)
+
+    def relisting(self, ref: ResourceRef, namespace: str) -> None:
+        """A (re)list of ``namespace`` starts: what was known of it may be stale (deletions missed)."""
+        self.namespaced = ref.namespaced
+        self.synced_scopes.discard(namespace)
+        for key in [k for k in self.essences if not namespace or k[0] == namespace]:
+            del self.essences[key]
+
+    def synced(self, ref: ResourceRef, namespace: str) -> None:
+        self.synced_scopes.add(namespace)
+
+    def interrupted(self) -> None:
+        self.synced_scopes.clear()
+
+    def seen(self, namespace: str, name: str) -> Seen:
+        """What this watch knows of one object (see :meth:`DependentWatches.seen`)."""
+        scope_known = "" in self.synced_scopes or (self.namespaced and namespace in self.synced_scopes)
+        if not scope_known:
+            return UNSEEN
+        return Seen(True, self.essences.get((namespace if self.namespaced else "", name)))
 
     def changed(self, ref: ResourceRef, event_type: str, obj: dict[str, Any]) -> None:
         """A change that is more than status or bookkeeping re-enqueues the child's owners."""
@@ -177,6 +200,19 @@ class _Watch:
             self.enqueue(owner_kind, namespace, name)
 
 
+@dataclass(frozen=True)
+class Seen:
+    """What the dependent watches know of one object: ``known`` when its kind is followed in its
+    namespace and listed since the last interruption; then ``essence`` is None when the object does
+    not exist, else its :func:`essence` as last seen."""
+
+    known: bool
+    essence: str | None = None
+
+
+UNSEEN = Seen(False)
+
+
 class DependentWatches:
     """One watch per child kind; events re-enqueue the owners that asked for them."""
 
@@ -190,6 +226,15 @@ class DependentWatches:
         self._closed = False
         #: which Helm kind made each release (filled by the Helm reconcilers)
         self.releases = ReleaseOwners()
+
+    def seen(self, child: ChildKind, namespace: str, name: str) -> Seen:
+        """The object as the watch of its kind last saw it, without a request (helm's cheap resyncs).
+
+        Not known (:data:`UNSEEN`) while the kind is not watched, not watched in that namespace, or
+        not listed since the watch last failed: the caller then reads the object itself.
+        """
+        watch = self._watches.get(child)
+        return UNSEEN if watch is None else watch.seen(namespace, name)
 
     def watched(self) -> dict[ChildKind, set[OwnerKind]]:
         return {kind: set(w.owners) for kind, w in self._watches.items()}

@@ -15,7 +15,11 @@ CR namespace, values = spec with the watch's overrides), helm's answers give the
   then retried with backoff;
 * unchanged -> drift repair: the deployed manifest's objects are re-applied with server-side apply
   as field manager ``helm`` (with helm's ownership labels/annotations), so deleted or edited objects
-  come back without a new revision.  When the manifests differ although the inputs (chart content +
+  come back without a new revision. Once a full reconcile found the deployed revision unchanged,
+  later resyncs with the same inputs skip helm entirely (:mod:`hybrid_operator.helm.resync`: two
+  reads of helm's release record, and only the drifted objects applied), unless the chart can read
+  the cluster while rendering (``lookup``, :mod:`hybrid_operator.helm.chartscan`).
+  When the manifests differ although the inputs (chart content +
   values, recorded as a label on the revision we made) did not change, the chart renders
   differently for the same inputs (random values, ``lookup``): instead of a new revision per
   resync the CR gets ``NondeterministicRender=True`` and an Event.
@@ -59,6 +63,7 @@ from hybrid_operator.helm.annotations import (
     HelmOptions,
     helm_options,
 )
+from hybrid_operator.helm.chartscan import ChartScan, scan_chart
 from hybrid_operator.helm.client import (
     DEPLOYED,
     ActionOptions,
@@ -69,13 +74,13 @@ from hybrid_operator.helm.client import (
     ReleaseInfo,
 )
 from hybrid_operator.helm.manifests import (
-    FIELD_MANAGER,
     KEEP_POLICY,
     child_kinds,
     manifest_objects,
     with_helm_ownership,
 )
 from hybrid_operator.helm.release import INPUTS_LABEL, Phase, ReleaseState, inputs_label
+from hybrid_operator.helm.resync import Desired, Repaired, Resyncer, storage_kind
 from hybrid_operator.helm.verdict import Job, StatusChange, Verdict
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
@@ -101,7 +106,7 @@ class HelmReconciler:
     def __init__(self, watch: HelmWatch, cluster: ClusterClient, helm: HelmClient, settings: Settings,
                  slots: asyncio.Semaphore, chart_digest: str, *, metrics: OperatorMetrics | None = None,
                  cancel: RunCancel | None = None, chart_name: str = "",
-                 own_writes: OwnWrites | None = None) -> None:
+                 own_writes: OwnWrites | None = None, chart_scan: ChartScan | None = None) -> None:
         self.watch = watch
         self.cluster = cluster
         self.helm = helm
@@ -120,6 +125,9 @@ class HelmReconciler:
         self._wait_manifests: dict[tuple[str, str], str] = {}
         #: called with the resource and the kinds of its deployed manifest (dependent watches).
         self.on_children: Callable[[dict[str, Any], set[ChildKind]], Awaitable[None]] | None = None
+        #: cheap no-change resyncs (its ``live`` is set to the dependent watches by the runtime)
+        self.resyncer = Resyncer(cluster, chart_scan if chart_scan is not None else scan_chart(watch.chart),
+                                 self.owner, storage_kind(settings.environ))
 
     # -- entry point ---------------------------------------------------------------------------
 
@@ -130,6 +138,7 @@ class HelmReconciler:
             obj = await asyncio.to_thread(self.cluster.get, ref, namespace, name)
             if obj is None:
                 self._wait_manifests.pop((namespace, name), None)
+                self.resyncer.forget(namespace, name)
                 return Outcome()
             if not self.watch.selector.matches(objects.labels(obj)):
                 return Outcome()
@@ -183,7 +192,24 @@ class HelmReconciler:
         except values.ValuePathError as exc:
             return self._irreconcilable(job, f"overrideValues: {exc}")
         inputs = values.inputs_digest(self.chart_digest, composed.values)
+        try:
+            cheap = await self.resyncer.resync(job.namespace, job.name, composed.values, inputs)
+        except errors.TemporaryError as exc:
+            return self._irreconcilable(job, f"drift repair of release {job.name} failed: {exc}",
+                                        clear_release_failed=True)
+        if cheap is not None:
+            return self._cheap_verdict(job, cheap)
         return await self._act(job, composed, inputs)
+
+    def _cheap_verdict(self, job: Job, cheap: Repaired) -> Verdict:
+        """The verdict of a resync that skipped the render: as drift repair of the verified revision."""
+        record = cheap.record
+        events = (("Normal", EVENT_DRIFT, "re-created " + ", ".join(cheap.created)),) if cheap.created else ()
+        reason = status.REASON_INSTALL_SUCCESSFUL if record.revision == 1 else status.REASON_UPGRADE_SUCCESSFUL
+        result = "nondeterministic" if record.nondeterministic else "repaired" if cheap.created else "unchanged"
+        found = self._deployed(job, record.manifest, record.notes, reason, result, record.revision,
+                               record.nondeterministic)
+        return replace(found, events=events, kinds=record.kinds, details={**found.details, "render": "skipped"})
 
     async def _act(self, job: Job, composed: values.ComposedValues, inputs: str, *, again: bool = True) -> Verdict:
         """Read the release's state, then do what it needs (install, upgrade or repair)."""
@@ -209,7 +235,7 @@ class HelmReconciler:
                 return self._irreconcilable(job, f"cannot install release {job.name}: {exc}")
         if state.phase is Phase.NEEDS_UPGRADE:
             return await self._upgrade(job, composed, inputs, state)
-        return await self._repair(job, state)
+        return await self._repair(job, state, inputs)
 
     async def _settled_state(self, job: Job, composed: values.ComposedValues, inputs: str) -> ReleaseState:
         """The release's state once an interrupted operation is recovered and a failed install removed.
@@ -337,16 +363,20 @@ class HelmReconciler:
             if exc.kind is not HelmErrorKind.NOT_FOUND:
                 self._log("could not uninstall a failed install", job.namespace, job.name, error=exc.message)
 
-    async def _repair(self, job: Job, state: ReleaseState) -> Verdict:
+    async def _repair(self, job: Job, state: ReleaseState, inputs: str) -> Verdict:
         comparison = state.comparison
         if comparison is None or state.deployed_revision is None:
             raise ValueError("drift repair needs the deployed revision")
         manifest = comparison.deployed_manifest
         try:
-            recreated = await self._apply_manifest(job, manifest)
+            applied = await self._apply_manifest(job, manifest)
         except errors.TemporaryError as exc:
             return self._irreconcilable(job, f"drift repair of release {job.name} failed: {exc}",
                                         clear_release_failed=True)
+        recreated = [f"{item.kind.kind} {item.name}" for item, _, created in applied if created]
+        await self.resyncer.remember(job.namespace, job.name, state.deployed_revision, inputs, manifest,
+                                     comparison.candidate.notes, state.nondeterministic,
+                                     [(item, written) for item, written, _ in applied])
         events: list[tuple[str, str, str]] = []
         if recreated:
             events.append(("Normal", EVENT_DRIFT, "re-created " + ", ".join(recreated)))
@@ -360,18 +390,13 @@ class HelmReconciler:
                                  state.nondeterministic)
         return replace(verdict, events=tuple(events))
 
-    async def _apply_manifest(self, job: Job, manifest: str) -> list[str]:
-        """Server-side apply every object of the deployed manifest as helm; the ones that had to be created."""
-        created: list[str] = []
-        for item in manifest_objects(manifest):
-            ref, namespace, name = await self._locate(item, job.namespace)
-            body = with_helm_ownership(item, job.name, job.namespace)
-            if ref.namespaced:
-                body["metadata"]["namespace"] = namespace
-            _, was_created = await asyncio.to_thread(self.cluster.apply, ref, namespace, body, FIELD_MANAGER, True)
-            if was_created:
-                created.append(f"{ref.kind} {name}")
-        return created
+    async def _apply_manifest(self, job: Job, manifest: str) -> list[tuple[Desired, dict[str, Any], bool]]:
+        """Server-side apply every object of the deployed manifest as helm: each, as written, and whether new."""
+        applied = []
+        for item in await self.resyncer.desired(manifest, job.name, job.namespace):
+            written, created = await self.resyncer.apply_object(item)
+            applied.append((item, written, created))
+        return applied
 
     async def _locate(self, item: dict[str, Any], release_namespace: str) -> tuple[ResourceRef, str, str]:
         group, version = objects.group_version(str(item.get("apiVersion") or ""))
@@ -431,6 +456,7 @@ class HelmReconciler:
             raise verdict.Foreign(refusal)
 
     def _disown(self, job: Job) -> None:
+        self.resyncer.forget(job.namespace, job.name)
         if self.releases is not None:
             self.releases.forget(job.namespace, job.name, (self.watch.gvk.group, self.watch.gvk.kind))
 
@@ -505,7 +531,8 @@ class HelmReconciler:
         for event_type, reason, message in verdict.events:
             await self._event(job, event_type, reason, message)
         if verdict.manifest is not None and self.on_children is not None:
-            await self.on_children(job.obj, child_kinds(verdict.manifest))
+            kinds = set(verdict.kinds) if verdict.kinds is not None else child_kinds(verdict.manifest)
+            await self.on_children(job.obj, kinds)
         for finalizer in verdict.release_finalizers:
             updated = await asyncio.to_thread(self.cluster.set_finalizer, job.ref, job.obj, finalizer, False)
             if updated is None:

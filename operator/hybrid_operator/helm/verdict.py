@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybrid_operator.controller.dependents import ChildKind
 from hybrid_operator.controller.reconcile import Outcome
 from hybrid_operator.helm.annotations import HelmOptions
 from hybrid_operator.helm.client import HelmError
@@ -35,6 +36,8 @@ class Verdict:
     status: StatusChange | None = None
     events: tuple[tuple[str, str, str], ...] = ()
     manifest: str | None = None
+    #: the dependent kinds of ``manifest`` when already known (spares parsing it again)
+    kinds: frozenset[ChildKind] | None = None
     release_finalizers: tuple[str, ...] = ()
     #: key/values of the "run finished" log line (revision, error)
     details: Mapping[str, Any] = field(default_factory=dict)

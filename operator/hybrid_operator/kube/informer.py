@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from hybrid_operator import errors
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
@@ -38,6 +38,22 @@ class Handler(Protocol):
 
     def changed(self, ref: ResourceRef, event_type: str, obj: dict[str, Any]) -> None:
         """An ADDED, MODIFIED or DELETED event."""
+
+
+@runtime_checkable
+class SyncAware(Protocol):
+    """A handler that also wants to know when its view of a scope is complete, and when it is not.
+
+    ``relisting`` comes before the (re)list of one scope (``""``: every namespace), ``synced`` once
+    every object of that list was handed over, ``interrupted`` when the follower failed and will list
+    again later: until the next ``synced`` the handler's view may miss changes.
+    """
+
+    def relisting(self, ref: ResourceRef, namespace: str) -> None: ...
+
+    def synced(self, ref: ResourceRef, namespace: str) -> None: ...
+
+    def interrupted(self) -> None: ...
 
 
 class Health(Protocol):
@@ -80,12 +96,18 @@ async def follow(cluster: ClusterClient, gvk: tuple[str, str, str], namespaces: 
             working()
             continue
         except asyncio.CancelledError:
+            if isinstance(handler, SyncAware):
+                handler.interrupted()
             raise
         except errors.TemporaryError as exc:
+            if isinstance(handler, SyncAware):
+                handler.interrupted()
             streak += 1
             if streak == 1 and not isinstance(exc, errors.Unreachable):
                 log.warning("watch failed", extra={"watch": what, "error": str(exc), "retry_in": delay})
         except Exception as exc:  # a bug, or an answer nobody expected: restart, loudly
+            if isinstance(handler, SyncAware):
+                handler.interrupted()
             streak += 1
             log.exception("watch crashed", extra={"watch": what, "retry_in": delay})
             if health is not None:
@@ -121,6 +143,9 @@ def _first(group: BaseExceptionGroup[Any]) -> BaseException:
 
 async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler,
                         listed: Callable[[], None], working: Callable[[], None], shard: _Sharding) -> None:
+    aware = handler if isinstance(handler, SyncAware) else None
+    if aware is not None:
+        aware.relisting(ref, namespace)
     if shard.selector:
         items, version, honoured = await asyncio.to_thread(cluster.list_sharded, ref, namespace, shard.selector)
         if shard.honoured is not None:
@@ -131,6 +156,8 @@ async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str
         events = cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT)
     for obj in items:
         handler.listed(ref, obj)
+    if aware is not None:
+        aware.synced(ref, namespace)
     listed()
     async for event in events:
         event_type = str(event.get("type"))

@@ -218,6 +218,7 @@ async def _operate(settings: Settings, loaded: list[model.Watch], companions: Se
             if isinstance(reconciler, HelmReconciler):
                 reconciler.on_children = functools.partial(operator.helm_children, watch)
                 reconciler.releases = operator.dependents.releases
+                reconciler.resyncer.live = operator.dependents
         if settings.sharding:
             sharded = _sharding(settings, cluster, operator, metrics)
             operator.primaries, readiness.sharding = sharded.run, sharded.ready
