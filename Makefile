@@ -21,7 +21,7 @@ ARGS ?=
 # so module fixtures (an operator process, a namespace) are shared as written. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 
-.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench-cluster bench-sharding bench-helm chaos chaos-smoke clean \
+.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench bench-quick bench-cluster bench-sharding bench-helm chaos chaos-smoke clean \
 	manifests molecule dist conformance
 
 setup: $(STAMP)
@@ -75,6 +75,12 @@ conformance: setup  ## an Operator SDK Ansible test operator's molecule tests on
 	@test -n "$(CHECKOUT)" || { echo "usage: make conformance PATH=<checkout of an SDK Ansible test operator>" \
 		"[CONFORMANCE_FLAGS='--only x_test.yml']" >&2; exit 2; }
 	$(BIN)/python scripts/conformance.py $(CHECKOUT) $(CONFORMANCE_FLAGS)
+
+bench: setup  ## issue 16 figures against same-run baselines -> docs/performance.md; ARGS=--quick for a smoke run
+	nice -n 15 $(BIN)/python benchmarks/bench.py --output docs/performance.md $(ARGS)
+
+bench-quick: setup  ## make bench, small counts (a smoke run; the table goes to stdout only)
+	nice -n 15 $(BIN)/python benchmarks/bench.py --quick
 
 bench-cluster: setup
 	$(BIN)/python benchmarks/cluster_bench.py

@@ -114,7 +114,9 @@ def test_helm_dies_with_a_killed_operator(tmp_path: Path, start_operator: StartO
 def test_a_new_operator_stops_what_the_killed_one_left_and_sweeps_its_leftovers(
         cluster: Cluster, start_operator: StartOperator, tmp_path: Path) -> None:
     crds(cluster)
-    operator = start_operator(cluster, WATCHES)
+    # cold runs: a warm run's process sees its operator go and stops the playbook itself, so nothing would be
+    # left to sweep; an ansible-playbook exec'd by a cold run survives a kill -9 of its operator
+    operator = start_operator(cluster, WATCHES, "--ansible-runner", "cold")
     apply(cluster, cr("Slow", "kept"))
     apply(cluster, cr("Slow", "deleted"))
     for name in ("kept", "deleted"):
@@ -146,6 +148,19 @@ def test_a_new_operator_stops_what_the_killed_one_left_and_sweeps_its_leftovers(
         assert len(run) == 1, "the killed run never finished"
     finally:
         successor.stop()
+
+
+def test_a_warm_run_stops_its_playbook_when_the_operator_is_killed(
+        cluster: Cluster, start_operator: StartOperator) -> None:
+    crds(cluster)
+    operator = start_operator(cluster, WATCHES)  # --ansible-runner=warm, the default
+    apply(cluster, cr("Slow", "kept", {"seconds": 120}))
+    scope = processes.scope_of(operator.artifacts)
+    wait_for(lambda: set(processes.leftovers(scope)) & set(processes_with("sleep", "120")),
+             "the playbook to be sleeping")
+    left = set(processes.leftovers(scope))
+    kill9(operator)
+    wait_for(lambda: not left & set(processes_with("")), "the worker, its run and the playbook to go", timeout=30)
 
 
 # -- item 3: release-name collisions --------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Secrets at rest on the operator's side (docs/security.md, "Secrets at rest").
 
 A real ``hybrid-operator run`` with ``MY_SECRET_TOKEN`` in its environment reconciles a role kind
-that gathers facts (as SDK role kinds do unless ``ANSIBLE_GATHERING=explicit``) and then waits for a
+that gathers facts (``ANSIBLE_GATHERING=implicit``; our default is explicit) and then waits for a
 gate file, so the tests can look at the disk while the run is going, ``kill -9`` the operator and
 every process it started, and look again:
 
@@ -117,7 +117,7 @@ def test_environment_secrets_never_reach_the_artifacts(shared_cluster: Cluster, 
     gate = tmp_path / "gate"
     secret = f"s3cr3t-{secrets.token_hex(12)}"
     operator = start_operator(shared_cluster, project(tmp_path, kind, gate), tmp_path / "runner",
-                              env={SECRET_NAME: secret})
+                              env={SECRET_NAME: secret, "ANSIBLE_GATHERING": "implicit"})
     apply(shared_cluster, gated_cr(kind, "facts"))
     try:
         run = run_dir_waiting_at_gate(operator, kind, "facts")

@@ -21,6 +21,10 @@ COLLECTIONS = Path(__file__).resolve().parent / "collections"
 METRICS_URL_ENV = "HYBRID_OPERATOR_METRICS_URL"
 
 
+#: ``ANSIBLE_GATHERING`` of every run unless the operator's environment sets it (issue 16 item 3)
+DEFAULT_GATHERING = "explicit"
+
+
 def ansible_env(settings: Settings) -> dict[str, str]:
     """Environment of every playbook run: our operator_sdk.util collection first on the collections path,
     the project's roles on the roles path."""
@@ -30,4 +34,7 @@ def ansible_env(settings: Settings) -> dict[str, str]:
                                  ["~/.ansible/collections", "/usr/share/ansible/collections"])]
     roles = roles_search_path(settings.watches_file.absolute().parent, environ)
     return {"ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(paths),
-            "ANSIBLE_ROLES_PATH": os.pathsep.join(str(path) for path in roles)}
+            "ANSIBLE_ROLES_PATH": os.pathsep.join(str(path) for path in roles),
+            # no fact gathering unless a play asks for it (the SDK scaffold's manager sets the same);
+            # the operator's own ANSIBLE_GATHERING wins
+            "ANSIBLE_GATHERING": environ.get("ANSIBLE_GATHERING") or DEFAULT_GATHERING}

@@ -30,6 +30,18 @@ specs that set Ansible's own variables:
 * facts are cached in memory only (``ANSIBLE_CACHE_PLUGIN=memory``): ansible-runner's default
   ``jsonfile`` cache writes ``ansible_env`` -- the whole environment -- into the artifacts;
 * the ``command`` artifact is redacted as it is written (:mod:`hybrid_operator.ansible.commandfile`).
+
+Two ways to run the same arguments (``--ansible-runner``, docs/ansible.md "Warm execution"):
+
+* ``warm`` (default): :class:`~hybrid_operator.ansible.warmpool.WarmPool` hands them to a
+  long-lived worker that calls ``ansible_runner.run`` in a fresh fork of an interpreter that has
+  already imported ansible-core (:mod:`hybrid_operator.ansible.warmworker`). When the worker
+  cannot be started or reached, the run falls back to the cold path;
+* ``cold``: ``ansible_runner.run`` in this process, which execs ``ansible-playbook``.
+
+Both use :class:`FastCloseSpawn` for ansible-runner's pexpect child: the child has already reached
+end of file when ansible-runner closes it, so the 100 ms ``delayafterclose`` sleep is replaced by
+waiting (bounded) for the process to exit.
 """
 
 from __future__ import annotations
@@ -46,24 +58,68 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import ansible_runner
+import ansible_runner.runner
+import pexpect
 
 from hybrid_operator.ansible import artifacts
 from hybrid_operator.ansible.commandfile import CommandFileGuard, write_private
 from hybrid_operator.ansible.events import EventCollector, RunOutcome, result_from_events
 from hybrid_operator.ansible.extravars import build_extra_vars
 from hybrid_operator.ansible.runs import CANCEL_POLL_SECONDS, CancelSignal, RunRequest, RunResult
+from hybrid_operator.ansible.warmpool import WarmPool, WorkerUnavailable
 from hybrid_operator.kube import objects
 
 logger = logging.getLogger(__name__)
 
 #: the extra vars file in a run's private data directory (not ansible-runner's ``env/extravars``)
 EXTRA_VARS_FILE = "extravars.json"
+#: the values of ``--ansible-runner``
+RunnerMode = Literal["warm", "cold"]
+RUNNER_MODES: tuple[RunnerMode, ...] = ("warm", "cold")
+#: the longest FastCloseSpawn waits for a child that reached end of file to exit before pexpect's own close
+EXIT_WAIT_SECONDS = 2.0
+
+
+class FastCloseSpawn(pexpect.spawn):  # type: ignore[misc]
+    """pexpect's spawn without the fixed 100 ms sleep in ``close``: it waits for the child's exit instead.
+
+    ansible-runner closes the child after reading to end of file, when the process is exiting: polling
+    for its exit (bounded by :data:`EXIT_WAIT_SECONDS`, then pexpect's own close, which terminates it)
+    gives the same exit status without the dead time.
+    """
+
+    def close(self, force: bool = True) -> None:
+        process = getattr(self, "ptyproc", None)
+        if process is not None and not self.closed:
+            deadline = time.monotonic() + EXIT_WAIT_SECONDS
+            pause = 0.0005
+            while process.isalive() and time.monotonic() < deadline:
+                time.sleep(pause)
+                pause = min(pause * 2, 0.02)
+            process.delayafterclose = 0
+        super().close(force=force)
+
+
+class PexpectWithSpawn(types.ModuleType):
+    """The ``pexpect`` module as ansible-runner's runner module sees it: ``spawn`` replaced, the rest pexpect's."""
+
+    def __init__(self, spawn: Callable[..., Any]) -> None:
+        super().__init__("pexpect")
+        self.spawn = spawn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(pexpect, name)
+
+
+# ansible-runner looks up ``pexpect.spawn`` on its runner module's ``pexpect``: only its spawns change
+ansible_runner.runner.pexpect = PexpectWithSpawn(FastCloseSpawn)
 
 
 class AnsibleRunner:
@@ -76,7 +132,7 @@ class AnsibleRunner:
 
     def __init__(
         self, *, max_workers: int = 2, timeout: float | None = None, work_dir: Path | None = None,
-        project_dir: Path | None = None,
+        project_dir: Path | None = None, mode: RunnerMode = "warm", worker_env: Mapping[str, str] | None = None,
     ) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
@@ -89,6 +145,15 @@ class AnsibleRunner:
         self._python = Path(sys.executable)
         self._in_flight: dict[asyncio.Future[RunResult], threading.Event] = {}
         self._closed = False
+        if mode not in RUNNER_MODES:
+            raise ValueError(f"mode must be one of {', '.join(RUNNER_MODES)}, got {mode!r}")
+        self.mode: RunnerMode = mode
+        self._warm = WarmPool(python=self._python, env=worker_env) if mode == "warm" else None
+
+    @property
+    def warm_pool(self) -> WarmPool | None:
+        """The warm worker's pool (None in cold mode)."""
+        return self._warm
 
     async def run(self, request: RunRequest, cancel: CancelSignal | None = None) -> RunResult:
         """Run the request's playbook or role; see :mod:`hybrid_operator.runners.base` for cancellation."""
@@ -115,6 +180,8 @@ class AnsibleRunner:
         if self._in_flight:
             await asyncio.wait(list(self._in_flight))
         self._executor.shutdown(wait=True)
+        if self._warm is not None:
+            await asyncio.to_thread(self._warm.close)
 
     def run_blocking(self, request: RunRequest, cancel: CancelSignal | None = None) -> RunResult:
         """The same run in the calling thread, which it blocks (``run`` calls it in a worker thread).
@@ -157,11 +224,22 @@ class AnsibleRunner:
         try:
             kwargs = self._run_arguments(request, private, directory, ident)
             with CommandFileGuard(directory / ident):
-                runner = ansible_runner.run(**kwargs, event_handler=collector, cancel_callback=cancelled)
+                return self._execute(kwargs, collector, cancelled)
         except Exception as error:
             return RunOutcome("error", detail=f"{type(error).__name__}: {error}")
         finally:
             shutil.rmtree(private, ignore_errors=True)
+
+    def _execute(self, kwargs: dict[str, Any], collector: EventCollector, cancelled: Callable[[], bool]) -> RunOutcome:
+        """ansible-runner with ``kwargs``: through the warm worker, else here (cold mode, or no worker)."""
+        if self._warm is not None:
+            try:
+                warm = self._warm.run(kwargs, collector, cancelled)
+            except WorkerUnavailable as error:
+                logger.warning("warm Ansible worker unavailable; running cold", extra={"error": str(error)})
+            else:
+                return RunOutcome(warm.status, rc=warm.rc, detail=warm.detail or "")
+        runner = ansible_runner.run(**kwargs, event_handler=collector, cancel_callback=cancelled)
         rc = runner.rc if isinstance(runner.rc, int) else None
         return RunOutcome(str(runner.status), rc=rc)
 

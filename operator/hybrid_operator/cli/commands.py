@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -62,6 +62,16 @@ def _ansible_path_options(parser: argparse.ArgumentParser) -> None:
                              "variable, else ansible.cfg; <watches dir>/roles and <cwd>/roles are always searched)")
     parser.add_argument("--ansible-collections-path", default=None, metavar="PATHS",
                         help="collections search path, ':'-separated; sets ANSIBLE_COLLECTIONS_PATH")
+
+
+def _runner_mode(flag: str | None, environ: Mapping[str, str]) -> str:
+    """``--ansible-runner``, else ``HYBRID_OPERATOR_ANSIBLE_RUNNER``, else ``warm``."""
+    from hybrid_operator import errors
+
+    value = flag or environ.get("HYBRID_OPERATOR_ANSIBLE_RUNNER", "").strip().lower() or "warm"
+    if value not in ("warm", "cold"):
+        raise errors.ConfigurationError(f"HYBRID_OPERATOR_ANSIBLE_RUNNER={value!r}: expected warm or cold")
+    return value
 
 
 def _environ(args: argparse.Namespace) -> dict[str, str]:
@@ -128,7 +138,11 @@ def _operator_options(parser: argparse.ArgumentParser, artifacts: Path,
                         help="reconciles at once per kind (default: number of CPUs); "
                              "MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> overrides it per kind")
     parser.add_argument("--max-workers", type=int, default=None,
-                        help="runs at once across all kinds (default: 2 x CPUs)")
+                        help="optional cap on runs at once across all kinds (default: no cap beyond "
+                             "--max-concurrent-reconciles per kind)")
+    parser.add_argument("--ansible-runner", choices=("warm", "cold"), default=None,
+                        help="warm: fork each run from a worker with ansible-core already imported (default); "
+                             "cold: a new ansible-playbook process per run. Env: HYBRID_OPERATOR_ANSIBLE_RUNNER")
     parser.add_argument("--reconcile-period", type=_duration, default=timedelta(hours=10),
                         help="default resync period, a Go duration (default 10h)")
     parser.add_argument("--ansible-verbosity", type=int, default=2, choices=range(8), metavar="0-7",
@@ -348,6 +362,7 @@ def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
         namespaces=settings.namespaces_from_env(environ),
         max_concurrent_reconciles=args.max_concurrent_reconciles or defaults.max_concurrent_reconciles,
         max_workers=args.max_workers or defaults.max_workers,
+        ansible_runner=_runner_mode(args.ansible_runner, environ),
         reconcile_period=args.reconcile_period,
         ansible_verbosity=args.ansible_verbosity,
         ansible_args=args.ansible_args,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -30,8 +30,11 @@ class Settings:
     #: ``--max-concurrent-reconciles`` per kind (default: number of CPUs), overridden per kind by
     #: ``MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP>``.
     max_concurrent_reconciles: int = field(default_factory=lambda: os.cpu_count() or 1)
-    #: ``--max-workers``: runs at once across all kinds (default 2 x CPUs).
-    max_workers: int = field(default_factory=lambda: 2 * (os.cpu_count() or 1))
+    #: ``--max-workers``: an optional cap on runs at once across all kinds. None (the default): no cap
+    #: beyond the per-kind ``--max-concurrent-reconciles`` (the sum of the kinds' concurrency).
+    max_workers: int | None = None
+    #: ``--ansible-runner`` / ``HYBRID_OPERATOR_ANSIBLE_RUNNER``: ``warm`` (default) or ``cold``.
+    ansible_runner: str = "warm"
     #: ``--reconcile-period`` (default 10h, as the Operator SDK).
     reconcile_period: timedelta = timedelta(hours=10)
     #: ``--ansible-verbosity`` (default 2), overridden per kind by ``ANSIBLE_VERBOSITY_<KIND>_<GROUP>``.
@@ -101,6 +104,12 @@ class Settings:
             if re.fullmatch(r"\d+", value.strip()) and int(value) > 0:
                 return int(value)
         return max(1, self.max_concurrent_reconciles)
+
+    def run_slots(self, gvks: Iterable[GroupVersionKind]) -> int:
+        """Runs at once across all kinds: ``--max-workers`` when given, else the sum of the kinds' concurrency."""
+        if self.max_workers is not None:
+            return max(1, self.max_workers)
+        return max(1, sum(self.concurrency_for(gvk) for gvk in gvks))
 
     def verbosity_for(self, gvk: GroupVersionKind) -> int:
         value = self.environ.get("ANSIBLE_VERBOSITY_" + self.kind_suffix(gvk), "")

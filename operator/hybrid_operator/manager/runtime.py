@@ -169,9 +169,12 @@ async def _serve(settings: Settings, loaded: list[model.Watch],
     run_kubeconfig = cluster.write_kubeconfig(settings.artifacts_dir / "kubeconfig")
     chart_names: dict[Path, str] = {}
     helm = await _helm_client(settings, loaded, run_kubeconfig, chart_names)
-    runner = AnsibleRunner(max_workers=settings.max_workers, timeout=settings.run_timeout.total_seconds(),
-                           project_dir=settings.watches_file.resolve().parent, work_dir=scratch)
-    slots = asyncio.Semaphore(max(1, settings.max_workers))
+    run_slots = settings.run_slots(watch.gvk for watch in loaded)
+    runner = AnsibleRunner(max_workers=run_slots, timeout=settings.run_timeout.total_seconds(),
+                           project_dir=settings.watches_file.resolve().parent, work_dir=scratch,
+                           mode="cold" if settings.ansible_runner == "cold" else "warm",
+                           worker_env=processes.marker(processes.scope_of(settings.artifacts_dir)))
+    slots = asyncio.Semaphore(run_slots)
     metrics = OperatorMetrics(__version__)
     cancel = RunCancel()
     servers: list[web.AppRunner | None] = []

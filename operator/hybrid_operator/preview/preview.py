@@ -191,7 +191,7 @@ async def preview_ansible(watch: model.AnsibleWatch, cr: dict[str, Any], cluster
     meta = cr["metadata"]
     connection = cluster.connection()
     guard = DryRunGuard(connection, {ref.path(meta["namespace"], meta["name"]): cr})
-    runner = AnsibleRunner(max_workers=1, timeout=900, project_dir=project_dir)
+    runner = AnsibleRunner(max_workers=1, timeout=900, project_dir=project_dir, mode="cold")  # one run: no worker
     await guard.start()
     try:
         with tempfile.TemporaryDirectory(prefix="hybrid-operator-preview-") as scratch:

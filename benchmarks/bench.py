@@ -1,0 +1,271 @@
+"""``make bench``: the figures of issue 16, each against a baseline measured in the same run.
+
+Why it exists: performance claims about the runner only mean something next to the naive path on
+the same machine at the same moment. Every figure here is interleaved with its baseline (one
+measured run of each, alternating), repeated, and reported as medians with the ratio.
+
+Figures (``--quick`` shrinks the counts for the smoke test):
+
+* one-task playbook run through the operator's runner (warm, and cold), against a naive
+  fresh-process ``ansible-runner run`` of the same playbook with the same ``ANSIBLE_GATHERING``;
+* N one-task runs submitted at once at the default concurrency (CPU count), against N naive runs
+  one after another; with the peak RSS of this process and its descendants during the burst.
+
+Not measured here yet (rows say so): the end-to-end figures that need the embedded cluster and a
+running operator (CR create -> Successful, the ``k8s`` ConfigMap role, 50 idle CRs at a 10 s
+period, idle RSS with 1,000 CRs). Helm rows come from ``benchmarks/helm_bench.py`` (see
+:func:`helm_rows`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hybrid_operator.ansible.runner import AnsibleRunner, RunnerMode
+from hybrid_operator.ansible.runs import RunRequest
+from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind
+
+REPO = Path(__file__).resolve().parents[1]
+GVK = GroupVersionKind("bench.example.com", "v1", "Bench")
+PLAYBOOK = "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - ansible.builtin.debug:\n        msg: hello\n"
+GATHERING = "explicit"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a figure, its baseline, both as medians (None: not measured)."""
+
+    figure: str
+    value: float | None
+    baseline_name: str
+    baseline: float | None
+    unit: str = "s"
+    note: str = ""
+
+    @property
+    def ratio(self) -> str:
+        if self.value is None or self.baseline is None or self.baseline == 0:
+            return "n/a"
+        return f"{self.value / self.baseline:.2f}x"
+
+
+def naive_run(work: Path, playbook: Path) -> float:
+    """A fresh ``ansible-runner run`` process for ``playbook``: wall seconds."""
+    private = Path(tempfile.mkdtemp(dir=work))
+    (private / "project").mkdir()
+    (private / "project" / "site.yml").write_text(playbook.read_text())
+    (private / "inventory").mkdir()
+    inventory = f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+    (private / "inventory" / "hosts").write_text(inventory)
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "ANSIBLE_GATHERING": GATHERING, "ANSIBLE_NOCOLOR": "1",
+           "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+    started = time.monotonic()
+    subprocess.run([str(Path(sys.executable).parent / "ansible-runner"), "run", str(private), "-p", "site.yml"],
+                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.monotonic() - started
+
+
+def request(work: Path, playbook: Path, index: int) -> RunRequest:
+    cr = {"apiVersion": "bench.example.com/v1", "kind": "Bench",
+          "metadata": {"name": f"b{index}", "namespace": "default", "uid": str(index)}, "spec": {}}
+    return RunRequest(cr=cr, watch=AnsibleWatch(gvk=GVK, playbook=playbook), artifacts_root=work / "artifacts",
+                      env={"ANSIBLE_GATHERING": GATHERING}, max_artifacts=2)
+
+
+async def timed_run(runner: AnsibleRunner, work: Path, playbook: Path, index: int) -> float:
+    started = time.monotonic()
+    result = await runner.run(request(work, playbook, index))
+    if not result.succeeded:
+        raise RuntimeError(f"benchmark run failed: {result.failure_message}")
+    return time.monotonic() - started
+
+
+class PeakRss:
+    """Samples the RSS of this process and all its descendants every 50 ms; ``peak`` in MiB."""
+
+    def __init__(self) -> None:
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, tree_rss_mib(os.getpid()))
+
+
+def tree_rss_mib(root: int) -> float:
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total / 2**20
+
+
+async def single_runs(work: Path, playbook: Path, repeats: int) -> list[Row]:
+    """Warm and cold runner runs, each interleaved with a naive run."""
+    rows = []
+    for mode in ("warm", "cold"):
+        runner = AnsibleRunner(max_workers=1, work_dir=work, project_dir=work, mode=mode)
+        try:
+            await timed_run(runner, work, playbook, 0)  # the worker starts, the zygote is found
+            await timed_run(runner, work, playbook, 0)
+            mine, naive = [], []
+            for index in range(repeats):
+                mine.append(await timed_run(runner, work, playbook, index))
+                naive.append(await asyncio.to_thread(naive_run, work, playbook))
+        finally:
+            await runner.close()
+        rows.append(Row(f"one-task playbook run, {mode} runner (median of {repeats})", statistics.median(mine),
+                        "naive fresh `ansible-runner run`, same gathering", statistics.median(naive)))
+    return rows
+
+
+async def burst(work: Path, playbook: Path, count: int, mode: RunnerMode) -> tuple[float, float]:
+    concurrency = os.cpu_count() or 1
+    runner = AnsibleRunner(max_workers=concurrency, work_dir=work, project_dir=work, mode=mode)
+    try:
+        await timed_run(runner, work, playbook, 0)
+        await timed_run(runner, work, playbook, 0)
+        with PeakRss() as peak:
+            started = time.monotonic()
+            await asyncio.gather(*(timed_run(runner, work, playbook, index) for index in range(count)))
+            elapsed = time.monotonic() - started
+    finally:
+        await runner.close()
+    return elapsed, peak.peak
+
+
+async def burst_rows(work: Path, playbook: Path, count: int) -> list[Row]:
+    """``count`` runs at once (warm) against ``count`` naive runs in series, interleaved by halves."""
+    half = max(1, count // 2)
+    serial = sum(naive_run(work, playbook) for _ in range(half))
+    elapsed, peak = await burst(work, playbook, count, "warm")
+    serial += sum(naive_run(work, playbook) for _ in range(count - half))
+    return [
+        Row(f"{count} one-task runs at once, warm, concurrency {os.cpu_count()}", elapsed,
+            f"{count} x naive serial", serial),
+        Row(f"peak RSS of the process tree during the {count}-run burst", peak, "target 600 MiB", 600.0, unit="MiB"),
+    ]
+
+
+def helm_rows(quick: bool) -> list[Row]:
+    # >>> HELM HOOK (issue 16 item 5, branch helm-fast): the integrator wires benchmarks/helm_bench.py here:
+    #     rows from `helm_bench.measure(quick) -> list[dict]` become Row(...) lines of this table.
+    del quick
+    return [Row("Helm no-change resync", None, "`helm upgrade` with the same values", None,
+                note="helm_bench.py not wired yet")]
+
+
+def not_measured(figure: str, baseline: str) -> Row:
+    return Row(figure, None, baseline, None, note="not measured by this bench yet (needs cluster + operator)")
+
+
+def machine_facts() -> list[str]:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                            check=False).stdout.strip() or "unknown"
+    memory = next((line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal")), "?")
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    return [f"- commit `{commit}`, {platform.python_implementation()} {platform.python_version()}",
+            f"- nproc {os.cpu_count()}, memory {int(memory) // 1024} MiB, load average {load} (at the end)"]
+
+
+def render(rows: list[Row], quick: bool, elapsed: float) -> str:
+    def fmt(value: float | None, unit: str) -> str:
+        return "n/a" if value is None else (f"{value:.0f} {unit}" if unit == "MiB" else f"{value:.3f} {unit}")
+
+    lines = ["| figure | value | baseline (same run) | baseline value | ratio | note |", "|---|---|---|---|---|---|"]
+    lines += [f"| {row.figure} | {fmt(row.value, row.unit)} | {row.baseline_name} | {fmt(row.baseline, row.unit)} | "
+              f"{row.ratio} | {row.note} |" for row in rows]
+    mode = "quick (smoke) run" if quick else "full run"
+    return "\n".join([*lines, "", f"{mode}, {elapsed:.0f} s; medians; ratio < 1 means faster than the baseline.",
+                      *machine_facts()]) + "\n"
+
+
+async def measure(quick: bool, work: Path) -> list[Row]:
+    playbook = work / "one-task.yml"
+    playbook.write_text(PLAYBOOK)
+    rows = await single_runs(work, playbook, 2 if quick else 10)
+    rows += await burst_rows(work, playbook, 4 if quick else 200)
+    rows += [not_measured("one-task role, CR create → Successful", "naive run, same gathering"),
+             not_measured("one `k8s` ConfigMap task role, CR create → Successful", "naive run, same gathering"),
+             not_measured("50 idle CRs, 10 s period: resync interval", "the period asked for"),
+             not_measured("operator RSS idle with 1,000 CRs", "target 150 MiB")]
+    return rows + helm_rows(quick)
+
+
+HEADER = """# Performance
+
+Written by `make bench` (benchmarks/bench.py; `make bench ARGS=--quick` or `make bench-quick` for a
+smoke run): every figure against a baseline measured in the same run, interleaved, medians.
+
+"""
+NOTES = """
+## Notes
+
+- **Warm runner** (`--ansible-runner=warm`, the default; docs/ansible.md "Warm execution"): saves the
+  interpreter start and ansible-core imports of each run; parsing the inventory and playbook, loading
+  plugins and running the tasks are unchanged. Each task's module still runs in a new interpreter.
+- **Fact gathering** is off unless a play asks (`ANSIBLE_GATHERING=explicit` by default); the naive
+  baseline uses the same setting, so skipping facts does not count in the ratios.
+- **No pty close delay**: ansible-runner's pexpect child is closed without pexpect's fixed 100 ms sleep
+  (both runner modes).
+- **Warm module execution** (issue 16 item 2) is not implemented: it is off. Running modules in
+  persistent or forked interpreters changes module semantics (global state in module_utils, `no_log`,
+  `check_mode` handling live in the module process), and was not made safe within this change.
+- The end-to-end rows (through the embedded cluster and a running operator) and the Helm rows are not
+  measured by this bench yet (the Helm rows come from `benchmarks/helm_bench.py`, wired separately).
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small counts: a smoke test, not a measurement")
+    parser.add_argument("--output", type=Path, default=None, help="also write the table to this markdown file")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hybrid-bench-") as directory:
+        os.environ.setdefault("HOME", directory)
+        rows = asyncio.run(measure(args.quick, Path(directory)))
+    text = render(rows, args.quick, time.monotonic() - started)
+    print(text)
+    if args.output is not None:
+        args.output.write_text(HEADER + text + NOTES)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

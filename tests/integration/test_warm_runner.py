@@ -1,0 +1,122 @@
+"""The warm runner (issue 16): runs are fresh forks, the worker comes back, and cold still works.
+
+Every other AnsibleRunner test runs through the warm runner too (it is the default); these check
+what only the warm path could get wrong: state shared between runs of one pre-imported interpreter,
+a stale ``ansible.cfg``, a dead worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hybrid_operator.ansible.runner import AnsibleRunner
+from hybrid_operator.ansible.runs import RunRequest
+from hybrid_operator.ansible.warmpool import WarmPool
+from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind
+
+pytestmark = pytest.mark.integration
+
+FIXTURES = Path(__file__).parent / "ansible_fixtures"
+GVK = GroupVersionKind("cache.example.com", "v1alpha1", "Memcached")
+
+
+@pytest.fixture
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("ANSIBLE_GATHERING", raising=False)
+    monkeypatch.delenv("ANSIBLE_ROLES_PATH", raising=False)
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    return home
+
+
+@pytest.fixture
+async def runner(tmp_path: Path, isolated_home: Path) -> AsyncIterator[AnsibleRunner]:
+    work = tmp_path / "work"
+    work.mkdir()
+    instance = AnsibleRunner(max_workers=1, timeout=120, work_dir=work, project_dir=tmp_path, mode="warm")
+    yield instance
+    await instance.close()
+
+
+def request(tmp_path: Path, playbook: Path, spec: dict[str, Any], env: dict[str, str] | None = None) -> RunRequest:
+    cr = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+          "metadata": {"name": "demo", "namespace": "default", "uid": "1"}, "spec": spec}
+    return RunRequest(cr=cr, watch=AnsibleWatch(gvk=GVK, playbook=playbook), artifacts_root=tmp_path / "artifacts",
+                      env=env or {})
+
+
+def pool_of(runner: AnsibleRunner) -> WarmPool:
+    assert runner.warm_pool is not None
+    return runner.warm_pool
+
+
+async def test_consecutive_warm_runs_share_no_state(runner: AnsibleRunner, tmp_path: Path) -> None:
+    probe = tmp_path / "probe.jsonl"
+    env = {"ISOLATION_PROBE_OUT": str(probe)}
+    playbook = FIXTURES / "isolation" / "isolation.yml"
+    learn = await runner.run(request(tmp_path, playbook, {"marker": "learn"}, env))  # finds the run's zygote
+    assert learn.succeeded, learn.failure_message
+    first = await runner.run(request(tmp_path, playbook, {"marker": "first", "onlyInFirst": True}, env))
+    assert first.succeeded, first.failure_message
+    second = await runner.run(request(tmp_path, playbook, {"marker": "second"}, env))
+
+    assert second.succeeded, second.failure_message  # the assert task: no variable, fact or env var leaked
+    assert pool_of(runner).warm_runs == 2, pool_of(runner).last_refusal
+    records = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert [(record["calls_before"], record["leak_before"]) for record in records] == [(0, None)] * 3
+    assert len({record["pid"] for record in records}) == 3
+    assert "HYBRID_ISOLATION_LEAK" not in os.environ
+
+
+async def test_a_changed_ansible_cfg_is_read(runner: AnsibleRunner, tmp_path: Path) -> None:
+    playbook = FIXTURES / "isolation" / "cfg.yml"
+    config = tmp_path / "ansible.cfg"
+    config.write_text("[defaults]\ntimeout = 11\n")
+    seen = [(await runner.run(request(tmp_path, playbook, {}))).stats_data.get("timeout") for _ in range(2)]
+    config.write_text("[defaults]\ntimeout = 12\n")
+    seen.append((await runner.run(request(tmp_path, playbook, {}))).stats_data.get("timeout"))
+
+    assert seen == ["11", "11", "12"]
+    assert pool_of(runner).warm_runs >= 1
+
+
+async def test_a_killed_worker_is_restarted(runner: AnsibleRunner, tmp_path: Path) -> None:
+    playbook = FIXTURES / "playbooks" / "counts.yml"
+    assert (await runner.run(request(tmp_path, playbook, {}))).succeeded
+    pid = pool_of(runner).worker_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while pool_of(runner).worker_pid == pid and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    result = await runner.run(request(tmp_path, playbook, {}))
+
+    assert result.succeeded, result.failure_message
+    assert pool_of(runner).started == 2
+
+
+async def test_cold_mode_runs_without_a_worker(tmp_path: Path, isolated_home: Path) -> None:
+    runner = AnsibleRunner(work_dir=tmp_path, project_dir=tmp_path, mode="cold")
+    try:
+        result = await runner.run(request(tmp_path, FIXTURES / "playbooks" / "counts.yml", {}))
+    finally:
+        await runner.close()
+
+    assert result.succeeded, result.failure_message
+    assert runner.warm_pool is None
+
+
+def test_unknown_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="mode must be one of"):
+        AnsibleRunner(mode="lukewarm")  # type: ignore[arg-type]
