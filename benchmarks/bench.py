@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import helm_bench
+
 from hybrid_operator.ansible.runner import AnsibleRunner, RunnerMode
 from hybrid_operator.ansible.runs import RunRequest
 from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind
@@ -181,11 +183,9 @@ async def burst_rows(work: Path, playbook: Path, count: int) -> list[Row]:
 
 
 def helm_rows(quick: bool) -> list[Row]:
-    # >>> HELM HOOK (issue 16 item 5, branch helm-fast): the integrator wires benchmarks/helm_bench.py here:
-    #     rows from `helm_bench.measure(quick) -> list[dict]` become Row(...) lines of this table.
-    del quick
-    return [Row("Helm no-change resync", None, "`helm upgrade` with the same values", None,
-                note="helm_bench.py not wired yet")]
+    """The Helm no-change resync figures of :mod:`helm_bench`, against ``helm upgrade`` in the same run."""
+    return [Row(row["metric"], row["value"], "`helm upgrade`, same values", row["baseline"], unit=row["unit"])
+            for row in helm_bench.measure(quick)]
 
 
 def not_measured(figure: str, baseline: str) -> Row:
