@@ -13,6 +13,7 @@ import base64
 import gzip
 import json
 import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -273,10 +274,17 @@ def test_pending_upgrade_is_recovered(shared_cluster: Cluster, helm_operator: Op
     cluster = shared_cluster
     apply(cluster, cr("Strict", "stuck", {"size": 1}))
     wait_for(lambda: with_condition(cluster, ("strict", "stuck"), "Deployed"), "stuck to be deployed")
-    craft_pending(cluster, "stuck", 1, "stuck", 2, "pending-upgrade")
-    assert history(cluster, "stuck") == [(1, "deployed"), (2, "pending-upgrade")]
-    busy = cluster.helm("upgrade", "stuck", str(FIXTURES / "charts" / "needs-size"), "--set", "size=1", check=False)
-    assert "another operation (install/upgrade/rollback) is in progress" in busy.stderr
+    # the release gets stuck while the operator cannot act (as when it died mid-upgrade): a no-change
+    # resync costs a few reads now, so a running operator would recover it before the checks below
+    os.kill(helm_operator.process.pid, signal.SIGSTOP)
+    try:
+        craft_pending(cluster, "stuck", 1, "stuck", 2, "pending-upgrade")
+        assert history(cluster, "stuck") == [(1, "deployed"), (2, "pending-upgrade")]
+        busy = cluster.helm("upgrade", "stuck", str(FIXTURES / "charts" / "needs-size"), "--set", "size=1",
+                            check=False)
+        assert "another operation (install/upgrade/rollback) is in progress" in busy.stderr
+    finally:
+        os.kill(helm_operator.process.pid, signal.SIGCONT)
 
     recovered = wait_for(lambda: history(cluster, "stuck")[-1:] == [(3, "deployed")], "the release to be recovered", 20)
     assert recovered
