@@ -120,3 +120,20 @@ async def test_cold_mode_runs_without_a_worker(tmp_path: Path, isolated_home: Pa
 def test_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="mode must be one of"):
         AnsibleRunner(mode="lukewarm")  # type: ignore[arg-type]
+
+
+async def test_a_warm_run_keeps_its_local_temp_under_ansible_home_and_removes_it(
+        runner: AnsibleRunner, tmp_path: Path, isolated_home: Path) -> None:
+    """ansible-core's default local temp is a template (``{{ ANSIBLE_HOME ~ "/tmp" }}``) rendered at import:
+    a run must use the rendered directory, never the template as a path relative to the project."""
+    playbook = tmp_path / "module.yml"
+    playbook.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - command: 'true'\n")
+    for _ in range(2):  # the first finds the run's zygote, the second runs warm
+        result = await runner.run(request(tmp_path, playbook, {}))
+        assert result.succeeded, result.failure_message
+    assert pool_of(runner).warm_runs >= 1, pool_of(runner).last_refusal
+    assert not [entry.name for entry in tmp_path.iterdir() if entry.name.startswith("{{")]
+    local_tmp = isolated_home / ".ansible" / "tmp"
+    assert local_tmp.is_dir()
+    assert not [entry.name for entry in local_tmp.iterdir() if entry.name.startswith("ansible-local-")
+                and (entry / "ansiballz_cache").exists()], "each run removes its own local temp"

@@ -39,10 +39,12 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
 import sys
+import tempfile
 import termios
 import time
 from collections.abc import Callable, Mapping
@@ -56,6 +58,9 @@ PER_RUN_ENV = frozenset({"KUBECONFIG", "K8S_AUTH_KUBECONFIG", "AWX_ISOLATED_DATA
 #: variables the interpreter reads when it starts: a run whose values differ is never run warm
 INTERPRETER_ENV_PREFIXES = ("PYTHON", "LC_", "LANG")
 #: what a zygote imports before it forks runs
+#: ``parent``: where ansible-core made this zygote's local temporary directory (each run makes its own there)
+_LOCAL_TMP: dict[str, str] = {}
+
 PRELOAD = (
     "ansible.cli.playbook", "ansible.executor.playbook_executor", "ansible.executor.task_queue_manager",
     "ansible.executor.task_executor", "ansible.executor.process.worker", "ansible.executor.module_common",
@@ -157,8 +162,11 @@ def _run_playbook_main() -> int:
     from ansible import constants
     from ansible.cli.playbook import main
 
-    # the zygote's local temporary directory is not this run's: ansible-core makes one per process
-    constants.DEFAULT_LOCAL_TMP = constants.config.get_config_value("DEFAULT_LOCAL_TMP")
+    # the zygote's local temporary directory is not this run's: ansible-core makes one per process, in
+    # the directory its configuration names (rendered at import: the default is a template on ANSIBLE_HOME)
+    run_tmp = tempfile.mkdtemp(prefix=f"ansible-local-{os.getpid()}", dir=_LOCAL_TMP.get("parent"))
+    atexit.register(shutil.rmtree, run_tmp, True)
+    constants.DEFAULT_LOCAL_TMP = run_tmp
     try:
         result = main()
     except SystemExit as done:
@@ -338,6 +346,7 @@ def _preload() -> None:
         importlib.import_module(name)
     from ansible import constants
 
+    _LOCAL_TMP["parent"] = os.path.dirname(constants.DEFAULT_LOCAL_TMP)
     with contextlib.suppress(OSError):  # made at import for this process; every run makes its own
         os.rmdir(constants.DEFAULT_LOCAL_TMP)
 
