@@ -56,8 +56,8 @@ test-integration: setup
 test-security: setup  ## the attacks of docs/security.md (also part of `make test`)
 	$(BIN)/pytest -m security -q $(PYTEST_FLAGS)
 
-test: setup lint  ## every test but the newcomer path (make test-newcomer) and the chaos smoke run (make chaos-smoke)
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not newcomer and not chaos" $(PYTEST_FLAGS)
+test: setup lint  ## every test but the newcomer path (make test-newcomer); the chaos smoke run included
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not newcomer" $(PYTEST_FLAGS)
 
 test-newcomer: setup  ## a new project from init to make molecule with its own setup; two make run side by side (minutes)
 	$(BIN)/pytest -m newcomer -q -s $(PYTEST_FLAGS)
@@ -88,10 +88,10 @@ bench-cluster: setup
 bench-helm: setup  ## Helm no-change resync against `helm upgrade` (benchmarks/helm_bench.py; ARGS=--quick)
 	$(BIN)/python benchmarks/helm_bench.py $(ARGS)
 
-chaos-smoke: setup  ## `make chaos --quick` checked: every scenario ran, 0 lost, 0 duplicated (several minutes)
+chaos-smoke: setup  ## `make chaos --quick` checked: every scenario ran, 0 lost, 0 duplicated (also in make test)
 	$(BIN)/pytest -m chaos -q $(PYTEST_FLAGS)
 
-chaos: setup  ## fault injection (kill -9, outages, storms, soak): the table of docs/reliability.md (bounded loops; 28 min on a busy 2-core machine)
+chaos: setup  ## fault injection (kill -9, outages, storms, soak): the table of docs/reliability.md (bounded loops; 10 min on a 2-core machine)
 	$(BIN)/python benchmarks/chaos.py --output docs/reliability.md
 
 clean:
