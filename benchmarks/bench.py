@@ -142,7 +142,8 @@ async def measure(quick: bool, work: Path) -> list[Row]:
     rows = await single_runs(work, playbook, 2 if quick else 10)
     rows += await burst_rows(work, playbook, 4 if quick else 200)
     rows += await asyncio.to_thread(bench_e2e.measure, quick, work)
-    return rows + helm_rows(quick)
+    # helm_bench.measure runs its own event loop: in a thread, not inside this one
+    return rows + await asyncio.to_thread(helm_rows, quick)
 
 
 HEADER = """# Performance
