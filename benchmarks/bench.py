@@ -9,12 +9,15 @@ Figures (``--quick`` shrinks the counts for the smoke test):
 * one-task playbook run through the operator's runner (warm, and cold), against a naive
   fresh-process ``ansible-runner run`` of the same playbook with the same ``ANSIBLE_GATHERING``;
 * N one-task runs submitted at once at the default concurrency (CPU count), against N naive runs
-  one after another; with the peak RSS of this process and its descendants during the burst.
+  one after another; with the peak RSS of this process and its descendants during the burst;
+* end to end through the embedded cluster and a running operator (:mod:`bench_e2e`): CR create ->
+  ``Successful=True`` for a one-``debug``-task role and a one-``k8s``-ConfigMap-task role, each
+  interleaved with a naive run of the same playbook; a burst of ConfigMap CRs against naive serial
+  runs, with the peak RSS of the operator's process tree; idle CRs at a 10 s reconcile period (the
+  intervals actually seen); the operator's and the warm worker's RSS with many converged CRs.
 
-Not measured here yet (rows say so): the end-to-end figures that need the embedded cluster and a
-running operator (CR create -> Successful, the ``k8s`` ConfigMap role, 50 idle CRs at a 10 s
-period, idle RSS with 1,000 CRs). Helm rows come from ``benchmarks/helm_bench.py`` (see
-:func:`helm_rows`).
+Helm rows come from ``benchmarks/helm_bench.py`` (see :func:`helm_rows`). Shared helpers (the naive
+run, RSS sampling, :class:`benchkit.Row`) live in :mod:`benchkit`.
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+import bench_e2e
 import helm_bench
+from benchkit import GATHERING, PeakRss, Row, naive_run
 
 from hybrid_operator.ansible.runner import AnsibleRunner, RunnerMode
 from hybrid_operator.ansible.runs import RunRequest
@@ -41,42 +44,6 @@ from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind
 REPO = Path(__file__).resolve().parents[1]
 GVK = GroupVersionKind("bench.example.com", "v1", "Bench")
 PLAYBOOK = "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - ansible.builtin.debug:\n        msg: hello\n"
-GATHERING = "explicit"
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of the table: a figure, its baseline, both as medians (None: not measured)."""
-
-    figure: str
-    value: float | None
-    baseline_name: str
-    baseline: float | None
-    unit: str = "s"
-    note: str = ""
-
-    @property
-    def ratio(self) -> str:
-        if self.value is None or self.baseline is None or self.baseline == 0:
-            return "n/a"
-        return f"{self.value / self.baseline:.2f}x"
-
-
-def naive_run(work: Path, playbook: Path) -> float:
-    """A fresh ``ansible-runner run`` process for ``playbook``: wall seconds."""
-    private = Path(tempfile.mkdtemp(dir=work))
-    (private / "project").mkdir()
-    (private / "project" / "site.yml").write_text(playbook.read_text())
-    (private / "inventory").mkdir()
-    inventory = f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
-    (private / "inventory" / "hosts").write_text(inventory)
-    bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "ANSIBLE_GATHERING": GATHERING, "ANSIBLE_NOCOLOR": "1",
-           "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
-    started = time.monotonic()
-    subprocess.run([str(Path(sys.executable).parent / "ansible-runner"), "run", str(private), "-p", "site.yml"],
-                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.monotonic() - started
 
 
 def request(work: Path, playbook: Path, index: int) -> RunRequest:
@@ -92,47 +59,6 @@ async def timed_run(runner: AnsibleRunner, work: Path, playbook: Path, index: in
     if not result.succeeded:
         raise RuntimeError(f"benchmark run failed: {result.failure_message}")
     return time.monotonic() - started
-
-
-class PeakRss:
-    """Samples the RSS of this process and all its descendants every 50 ms; ``peak`` in MiB."""
-
-    def __init__(self) -> None:
-        self.peak = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.05):
-            self.peak = max(self.peak, tree_rss_mib(os.getpid()))
-
-
-def tree_rss_mib(root: int) -> float:
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError, IndexError):
-            continue
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo.extend(children.get(pid, []))
-    return total / 2**20
 
 
 async def single_runs(work: Path, playbook: Path, repeats: int) -> list[Row]:
@@ -188,10 +114,6 @@ def helm_rows(quick: bool) -> list[Row]:
             for row in helm_bench.measure(quick)]
 
 
-def not_measured(figure: str, baseline: str) -> Row:
-    return Row(figure, None, baseline, None, note="not measured by this bench yet (needs cluster + operator)")
-
-
 def machine_facts() -> list[str]:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                             check=False).stdout.strip() or "unknown"
@@ -219,11 +141,9 @@ async def measure(quick: bool, work: Path) -> list[Row]:
     playbook.write_text(PLAYBOOK)
     rows = await single_runs(work, playbook, 2 if quick else 10)
     rows += await burst_rows(work, playbook, 4 if quick else 200)
-    rows += [not_measured("one-task role, CR create → Successful", "naive run, same gathering"),
-             not_measured("one `k8s` ConfigMap task role, CR create → Successful", "naive run, same gathering"),
-             not_measured("50 idle CRs, 10 s period: resync interval", "the period asked for"),
-             not_measured("operator RSS idle with 1,000 CRs", "target 150 MiB")]
-    return rows + helm_rows(quick)
+    rows += await asyncio.to_thread(bench_e2e.measure, quick, work)
+    # helm_bench.measure runs its own event loop: in a thread, not inside this one
+    return rows + await asyncio.to_thread(helm_rows, quick)
 
 
 HEADER = """# Performance
@@ -245,8 +165,12 @@ NOTES = """
 - **Warm module execution** (issue 16 item 2) is not implemented: it is off. Running modules in
   persistent or forked interpreters changes module semantics (global state in module_utils, `no_log`,
   `check_mode` handling live in the module process), and was not made safe within this change.
-- The end-to-end rows (through the embedded cluster and a running operator) and the Helm rows are not
-  measured by this bench yet (the Helm rows come from `benchmarks/helm_bench.py`, wired separately).
+- The end-to-end rows (`benchmarks/bench_e2e.py`) run the operator with its default flags
+  (`--ansible-runner warm`, concurrency = CPU count, `--ansible-verbosity 2`) against the embedded
+  cluster; times are from the create request to the watch event showing `Successful=True`. The
+  naive baseline of those rows is the same role as a playbook in a fresh `ansible-runner run`
+  (same `ANSIBLE_GATHERING`, the same cluster through `KUBECONFIG`). When a row says
+  "N naive serial runs x k", only N naive runs were measured and their sum scaled.
 """
 
 
