@@ -71,7 +71,7 @@ class Counts:
     @classmethod
     def of(cls, quick: bool) -> Counts:
         if quick:
-            return cls(sequential=3, burst=20, burst_naive=4, idle=10, idle_seconds=25.0, resident=100)
+            return cls(sequential=2, burst=6, burst_naive=2, idle=4, idle_seconds=22.0, resident=30)
         return cls(sequential=10, burst=200, burst_naive=200, idle=50, idle_seconds=60.0, resident=1000)
 
 
