@@ -23,7 +23,7 @@ import yaml
 
 from support.cluster import Cluster
 from support.metrics import parse_samples
-from support.operator import OperatorProcess, condition, wait_for
+from support.operator import OperatorProcess, condition, descendants, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -38,18 +38,7 @@ class Replica(OperatorProcess):
     """An operator process of the ring, killable with everything it started."""
 
     def descendants(self) -> list[int]:
-        found: list[int] = []
-        pending = [self.process.pid]
-        while pending:
-            pid = pending.pop()
-            for task in Path(f"/proc/{pid}/task").glob("*"):
-                try:
-                    children = [int(child) for child in (task / "children").read_text().split()]
-                except OSError:
-                    continue
-                found += children
-                pending += children
-        return found
+        return descendants(self.process.pid)
 
     def kill9(self) -> float:
         """SIGKILL the operator and every process it started (a lost pod); returns when."""

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from support.cluster import Cluster
+from support.operator import descendants
 
 SECURITY_GROUP = "security.hybrid.dev"
 #: the operator's environment carries this "credential"; no file the operator writes may contain it
@@ -64,18 +65,7 @@ class Operator:
     def descendants(self) -> list[int]:
         """Every process this operator started, directly or not (ansible-runner's children get a session
         of their own, so a process group would miss them)."""
-        found: list[int] = []
-        pending = [self.process.pid]
-        while pending:
-            pid = pending.pop()
-            for task in Path(f"/proc/{pid}/task").glob("*"):
-                try:
-                    children = [int(child) for child in (task / "children").read_text().split()]
-                except OSError:
-                    continue
-                found += children
-                pending += children
-        return found
+        return descendants(self.process.pid)
 
     def kill9(self) -> None:
         """SIGKILL the operator, then every process it had started (by id): no cleanup code runs."""

@@ -120,3 +120,19 @@ def open_crd(kind: str, group: str = "e2e.hybrid.dev") -> dict[str, Any]:
                                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                                    "spec": open_object, "status": open_object}}}}]},
     }
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (children of all its threads, recursively), as /proc lists them now."""
+    found: list[int] = []
+    pending = [root]
+    while pending:
+        pid = pending.pop()
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                children = [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            pending += children
+    return found
