@@ -77,10 +77,10 @@ conformance: setup  ## an Operator SDK Ansible test operator's molecule tests on
 	$(BIN)/python scripts/conformance.py $(CHECKOUT) $(CONFORMANCE_FLAGS)
 
 bench: setup  ## issue 16 figures against same-run baselines -> docs/performance.md; ARGS=--quick for a smoke run
-	nice -n 15 $(BIN)/python benchmarks/bench.py --output docs/performance.md $(ARGS)
+	$(BIN)/python benchmarks/bench.py --output docs/performance.md $(ARGS)
 
 bench-quick: setup  ## make bench, small counts (a smoke run; the table goes to stdout only)
-	nice -n 15 $(BIN)/python benchmarks/bench.py --quick
+	$(BIN)/python benchmarks/bench.py --quick
 
 bench-cluster: setup
 	$(BIN)/python benchmarks/cluster_bench.py
