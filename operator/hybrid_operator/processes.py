@@ -7,8 +7,9 @@ for the same release (issue 13 item 2). Two mechanisms close that, each covering
 cannot:
 
 * :func:`parent_death_signal` -- a ``preexec_fn`` asking Linux (``prctl(PR_SET_PDEATHSIG)``) to
-  send the child a signal when the operator dies, ``kill -9`` included. Used for helm, whose
-  processes the operator starts itself.
+  send the child a signal when the operator dies, ``kill -9`` included. Used for helm and the warm
+  Ansible worker, whose processes the operator starts itself; :func:`die_with_parent` is the same
+  request for a process forked without ``subprocess`` (the worker's zygotes, a playbook's pty child).
 * :func:`marker` and :func:`kill_leftovers` -- every child gets the environment variable
   :data:`MARKER_ENV` naming its operator's *scope* (a digest of the artifacts directory), and
   inherits it into its own children. At startup, once the operator knows that no other live
@@ -76,17 +77,32 @@ def parent_death_signal(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
     13 s (a loaded machine, a 150-object chart) before it exited -- the race with the next operator
     this is meant to end. A release left ``pending-*`` is recovered by the next operator.
     """
-    prctl = _PRCTL
-    if prctl is None:
+    if _PRCTL is None:
         return None
     parent = os.getpid()
 
     def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
+        die_with_parent(parent, sig)
 
     return preexec
+
+
+def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> bool:
+    """In a process just forked from ``parent`` (its pid, read *before* the fork): get ``sig`` when it dies.
+
+    For children the operator's helpers fork themselves (the warm Ansible worker's zygotes and
+    playbooks), where no ``preexec_fn`` applies. Exits at once (status 1) when ``parent`` is already
+    gone, so no orphan starts its work; raises OSError when the kernel refuses the request. False
+    where the facility does not exist (not Linux), True when the signal is set.
+    """
+    if _PRCTL is None:
+        return False
+    if _PRCTL(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(number)}")
+    if os.getppid() != parent:
+        os._exit(1)
+    return True
 
 
 def leftovers(scope: str, *, proc: Path = PROC) -> list[int]:

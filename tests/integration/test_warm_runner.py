@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from hybrid_operator import processes
 from hybrid_operator.ansible.runner import AnsibleRunner
 from hybrid_operator.ansible.runs import RunRequest
 from hybrid_operator.ansible.warmpool import WarmPool
@@ -137,3 +140,52 @@ async def test_a_warm_run_keeps_its_local_temp_under_ansible_home_and_removes_it
     assert local_tmp.is_dir()
     assert not [entry.name for entry in local_tmp.iterdir() if entry.name.startswith("ansible-local-")
                 and (entry / "ansiballz_cache").exists()], "each run removes its own local temp"
+
+
+_HOLDER = """
+import json, sys
+from hybrid_operator import processes
+from hybrid_operator.ansible.warmpool import WarmPool
+pool = WarmPool(env=processes.marker(sys.argv[1]))
+pool.run(json.loads(sys.argv[2]), lambda event: None, lambda: False)
+"""
+
+
+def _waiting_on_a_pipe(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "wchan").read_text() == "wait_for_partner"
+    except OSError:
+        return False
+
+
+def test_a_run_blocked_before_its_playbook_does_not_outlive_a_killed_operator(
+        tmp_path: Path, isolated_home: Path) -> None:
+    """kill -9 of the operator while its run child waits to open the ``command`` pipe (whose reader, a
+    thread of the operator, died with it): the worker, its zygote and the run child all go."""
+    scope = f"warm-orphan-{os.getpid()}-{time.monotonic_ns()}"
+    artifacts = tmp_path / "artifacts"
+    (artifacts / "blocked").mkdir(parents=True)
+    os.mkfifo(artifacts / "blocked" / "command", 0o600)  # nobody will ever read it
+    (tmp_path / "private").mkdir()
+    kwargs = {"private_data_dir": str(tmp_path / "private"), "artifact_dir": str(artifacts), "ident": "blocked",
+              "playbook": str(FIXTURES / "playbooks" / "trivial.yml"), "quiet": True,
+              "envvars": {"ANSIBLE_NOCOLOR": "1"}}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, scope, json.dumps(kwargs)])
+    try:
+        deadline = time.monotonic() + 60
+        while not any(_waiting_on_a_pipe(pid) for pid in processes.leftovers(scope)):
+            assert holder.poll() is None, "the operator stand-in exited early"
+            assert time.monotonic() < deadline, "no run child came to wait on the command pipe"
+            time.sleep(0.05)
+        assert len(processes.leftovers(scope)) >= 2, "a worker and a run child"
+
+        holder.kill()
+        holder.wait()
+
+        deadline = time.monotonic() + 15
+        while processes.leftovers(scope) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes.leftovers(scope) == [], "processes of a killed operator stayed behind"
+    finally:
+        holder.kill()
+        processes.kill_leftovers(scope)

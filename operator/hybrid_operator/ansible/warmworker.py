@@ -27,6 +27,13 @@ Processes (all started from ``python -m hybrid_operator.ansible.warmworker``):
 
 Cancellation is the cold path's: ansible-runner's cancel callback (here: a message on the run
 socket, or the operator closing it) makes it kill the pty child's process group.
+
+None of these processes outlives the operator. The worker and each zygote get a parent-death
+signal (:func:`hybrid_operator.processes.die_with_parent`); a run child does not (it must outlive a
+zygote that is dropped while the run goes on), so it watches its run socket instead: when the
+operator's end closes without a word -- the operator was killed -- it kills its playbook's process
+group and exits, even while ansible-runner is blocked (say, opening the ``command`` pipe whose
+reader died with the operator). The playbook's pty child dies with the run child.
 """
 
 from __future__ import annotations
@@ -46,9 +53,12 @@ import struct
 import sys
 import tempfile
 import termios
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from hybrid_operator import processes
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +84,6 @@ PLAYBOOK_ENTRY = "from ansible.cli.playbook import main"
 #: zygotes kept at once (one per distinct run environment; the oldest is dropped)
 MAX_ZYGOTES = 8
 _MAX_MESSAGE = 1 << 20
-_PR_SET_PDEATHSIG = 1
 
 
 def fingerprint(env: Mapping[str, str], cwd: str) -> dict[str, Any]:
@@ -133,11 +142,13 @@ def _same_file(first: str, second: str) -> bool:
         return False
 
 
-def _become_playbook(argv: list[str], env: Mapping[str, str]) -> None:
+def _become_playbook(argv: list[str], env: Mapping[str, str], parent: int) -> None:
     """In the pty child, in place of exec: be ``ansible-playbook argv[1:]`` and exit with its status.
 
     Returns (and the child then execs as usual) only when ``ansible.cfg`` changed since the zygote read it.
+    Either way the child dies with ``parent``, the run child that forked it.
     """
+    processes.die_with_parent(parent)
     if _config_identity() != _Zygote.config_file:
         return
     os.closerange(3, _max_fd())  # ptyprocess's exec-error pipe among them: its parent goes on at once
@@ -208,6 +219,8 @@ class _RunChannel:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._cancelled = False
+        #: the pty child's pid (and process group) once ansible-runner started it
+        self.playbook: int | None = None
 
     def send(self, message: Mapping[str, Any]) -> None:
         try:
@@ -226,6 +239,21 @@ class _RunChannel:
                 self._cancelled = True  # "cancel", or end of file: the operator stopped waiting
         return self._cancelled
 
+    def exit_when_the_operator_is_gone(self) -> None:
+        """(a thread of its own) When the operator's end of the socket closes, stop the playbook and this process.
+
+        Only a hang-up counts: a ``cancel`` message is data, and ansible-runner's cancel callback handles it.
+        """
+        poller = select.poll()
+        poller.register(self._sock.fileno(), select.POLLRDHUP)
+        while not any(mask & (select.POLLRDHUP | select.POLLHUP | select.POLLERR | select.POLLNVAL)
+                      for _, mask in poller.poll()):
+            pass
+        if self.playbook is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.playbook, signal.SIGKILL)
+        os._exit(0)
+
 
 def _spawn_hook(channel: _RunChannel) -> Callable[..., Any]:
     """A replacement for ``pexpect.spawn`` in ansible-runner: in-process when that is the same, and no close delay."""
@@ -237,10 +265,14 @@ def _spawn_hook(channel: _RunChannel) -> Callable[..., Any]:
     def spawn(command: str, args: list[str], *, cwd: str, env: dict[str, str], **kwargs: Any) -> pexpect.spawn:
         path = which(command, env=env) or command
         refusal = _warm_refusal(path, env, cwd)
+        parent = os.getpid()
         if refusal is None:
             argv = [path, *args]
-            kwargs["preexec_fn"] = lambda: _become_playbook(argv, env)
+            kwargs["preexec_fn"] = lambda: _become_playbook(argv, env, parent)
+        else:
+            kwargs["preexec_fn"] = lambda: processes.die_with_parent(parent)
         child = FastCloseSpawn(command, args, cwd=cwd, env=env, **kwargs)
+        channel.playbook = child.pid
         channel.send({"started": {"pid": child.pid, "warm": refusal is None, "refusal": refusal,
                                   "fingerprint": fingerprint(env, cwd)}})
         return child
@@ -252,6 +284,7 @@ def _run_child(sock: socket.socket) -> None:
     """The body of a run child: read the request, run it through ansible-runner, report, exit."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     channel = _RunChannel(sock)
+    threading.Thread(target=channel.exit_when_the_operator_is_gone, name="operator-watch", daemon=True).start()
     channel.send({"child": os.getpid()})
     try:
         request = json.loads(_read_line(sock))
@@ -299,9 +332,9 @@ def _fork_run(run_fd: int, keep: list[socket.socket]) -> None:
 
 # -- zygotes ------------------------------------------------------------------------------------------
 
-def _zygote_main(control: socket.socket, print_: dict[str, Any], worker_env: Mapping[str, str]) -> None:
+def _zygote_main(control: socket.socket, print_: dict[str, Any], worker_env: Mapping[str, str], worker: int) -> None:
     """A zygote: set the environment and directory, preload ansible-core, then fork a run child per request."""
-    _parent_death_signal()
+    processes.die_with_parent(worker)
     refusal = _interpreter_refusal(print_["env"], worker_env)
     os.environ.clear()
     os.environ.update(print_["env"])
@@ -375,13 +408,14 @@ class _ZygoteHandle:
 
     def __init__(self, print_: dict[str, Any], worker_env: Mapping[str, str], keep: list[socket.socket]) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        worker = os.getpid()
         pid = os.fork()
         if pid == 0:
             try:
                 mine.close()
                 for other in keep:
                     other.close()
-                _zygote_main(theirs, print_, worker_env)
+                _zygote_main(theirs, print_, worker_env, worker)
             finally:
                 os._exit(70)
         theirs.close()
@@ -445,19 +479,6 @@ class Worker:
         while len(self._zygotes) > MAX_ZYGOTES:
             oldest = next(iter(self._zygotes))
             self._zygotes.pop(oldest).close()
-
-
-def _parent_death_signal() -> None:
-    """SIGKILL this process when its parent dies (Linux); exit now if the parent is already gone."""
-    parent = os.getppid()
-    with contextlib.suppress(Exception):
-        import ctypes
-        import ctypes.util
-
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent or parent == 1:
-        os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:
