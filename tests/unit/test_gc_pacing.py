@@ -1,15 +1,16 @@
-"""Unit tests for hybrid_operator.localcluster.gcpacing: full collections freeze their survivors, and a
-thaw every ``thaw_seconds`` lets a garbage cycle made of frozen containers be freed after all."""
+"""Unit tests for hybrid_operator.localcluster.gcpacing: the heap is frozen at every step, and a thaw every
+``thaw_seconds`` lets a garbage cycle that was frozen while alive be freed after all."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
-from hybrid_operator.localcluster.gcpacing import FullCollectionPacing
+from hybrid_operator.localcluster.gcpacing import HeapPacing, PacingTask
 
 pytestmark = pytest.mark.unit
 
@@ -29,69 +30,60 @@ class Node:
         self.other: Node | None = None
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+@pytest.fixture(autouse=True)
+def thawed() -> Iterator[None]:
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
 
 
-@pytest.fixture
-def pacing(clock: Clock) -> Iterator[FullCollectionPacing]:
-    instance = FullCollectionPacing(thaw_seconds=600, clock=clock)
-    instance.install()
-    yield instance
-    instance.uninstall()
-
-
-def cycle() -> weakref.ref[Node]:
+def cycle() -> tuple[Node, weakref.ref[Node]]:
     first, second = Node(), Node()
     first.other, second.other = second, first
-    return weakref.ref(first)
+    return first, weakref.ref(first)
 
 
-def test_a_full_collection_freezes_its_survivors(pacing: FullCollectionPacing) -> None:
+def test_a_step_freezes_what_is_alive() -> None:
     kept = [Node() for _ in range(100)]
+    pacing = HeapPacing(clock=Clock())
 
-    gc.collect()
+    pacing.step()
 
     assert pacing.freezes == 1
     assert gc.get_freeze_count() >= len(kept)
 
 
-def test_a_younger_collection_changes_nothing(pacing: FullCollectionPacing) -> None:
-    gc.collect(0)
-    gc.collect(1)
-
-    assert (pacing.freezes, pacing.thaws) == (0, 0)
-    assert gc.get_freeze_count() == 0
-
-
-def test_a_frozen_cycle_is_freed_after_the_thaw(pacing: FullCollectionPacing, clock: Clock) -> None:
-    holder = [cycle()]
-    strong = holder[0]()  # keep the cycle alive through the collection that freezes it
-    gc.collect()
-    assert pacing.freezes == 1
+def test_a_cycle_frozen_while_alive_is_freed_after_the_thaw() -> None:
+    clock = Clock()
+    pacing = HeapPacing(thaw_seconds=600, clock=clock)
+    strong, ref = cycle()
+    pacing.step()  # frozen while alive
     del strong
 
     gc.collect()
-    assert holder[0]() is not None, "frozen: not examined"
+    assert ref() is not None, "frozen: not examined"
+    clock.now = 599.0
+    pacing.step()
+    assert pacing.full_collections == 0 and ref() is not None
 
     clock.now = 600.0
-    gc.collect()  # ends with the thaw
-    assert pacing.thaws == 1
+    pacing.step()
+
+    assert pacing.full_collections == 1
+    assert ref() is None, "thawed, examined by the full collection, and freed"
+    assert gc.get_freeze_count() > 0, "the survivors are frozen again"
+
+
+async def test_the_task_steps_until_stopped_and_then_thaws_everything() -> None:
+    task = PacingTask(HeapPacing(freeze_seconds=0.01, clock=Clock()))
+    task.start()
+    await asyncio.sleep(0.1)
+    assert task.pacing.freezes >= 2
+    assert gc.get_freeze_count() > 0
+
+    await task.stop()
+
     assert gc.get_freeze_count() == 0
-    gc.collect()
-    assert holder[0]() is None, "examined again after the thaw, and freed"
-
-
-def test_uninstall_gives_everything_back(clock: Clock) -> None:
-    pacing = FullCollectionPacing(thaw_seconds=600, clock=clock)
-    pacing.install()
-    pacing.install()  # once only
-    gc.collect()
-    assert pacing.freezes == 1
-
-    pacing.uninstall()
-
-    assert gc.get_freeze_count() == 0
-    gc.collect()
-    assert pacing.freezes == 1, "no longer called"
+    steps = task.pacing.freezes
+    await asyncio.sleep(0.05)
+    assert task.pacing.freezes == steps

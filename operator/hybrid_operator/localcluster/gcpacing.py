@@ -1,65 +1,83 @@
-"""Short full garbage collections for a server whose heap is almost all long-lived objects.
+"""Short, planned garbage collections for a server whose heap is almost all long-lived objects.
 
-Why this module exists: the embedded cluster keeps every stored object, its watch history and its
-indexes as Python containers. With 10,000 ConfigMaps stored, a full (generation 2) collection
-examines millions of them and holds the event loop for 150-250 ms on a 2-core machine, and every
-request and watch delivery in flight waits that long (issue 15: watch delivery p99). Almost all of
-those containers live until their object is replaced, and a replaced object is freed by reference
-counting (stored objects are JSON trees, without cycles). So, after each full collection, the
-survivors are frozen (:func:`gc.freeze`): later full collections examine only what was made since,
-and their pause follows recent allocation instead of the size of the store.
+Why this module exists: the embedded cluster keeps its watch history (every change with its object
+and old copy), caches and indexes as Python containers. CPython examines all of them in each full
+(generation 2) collection, which comes whenever a quarter more containers survived: with 10,000
+ConfigMaps stored, every few thousand writes the event loop stops for 50-250 ms on a 2-core machine,
+and every request and watch delivery in flight waits that long (issue 15: watch delivery p99).
 
-A frozen container that later becomes part of a garbage cycle is not freed while frozen. To keep
-that bounded, once every ``thaw_seconds`` the frozen set is released (:func:`gc.unfreeze`), so the
-next full collection examines, and frees, everything again: one long pause every ten minutes
-instead of one every few thousand writes.
+Those containers are freed by reference counting when their object is replaced or their change
+leaves the history (they are JSON trees: no cycles), so the cycle collector never needs to look at
+them. :class:`HeapPacing` therefore freezes (:func:`gc.freeze`) everything alive once a second:
+automatic collections then examine only what was made in the last second, and stay short.
+
+A container frozen while alive that later becomes part of a garbage *cycle* is not freed while
+frozen (a few hundred objects in a 10,000-write run here). To keep that bounded, every
+``thaw_seconds`` (ten minutes) everything is thawed and one full collection runs, at a moment the
+server chose, and the survivors are frozen again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import time
 from collections.abc import Callable
-from typing import Any
 
-#: the oldest generation: a collection of it is a full collection
-OLDEST = 2
-#: how often the frozen survivors are released so that a full collection examines them again
+#: how often everything alive is frozen
+FREEZE_SECONDS = 1.0
+#: how often everything is thawed and examined by one full collection
 THAW_SECONDS = 600.0
 
 
-class FullCollectionPacing:
-    """Freezes the survivors of each full collection; thaws them every ``thaw_seconds``.
+class HeapPacing:
+    """Freezes the heap every ``freeze_seconds``; thaws it and collects it fully every ``thaw_seconds``."""
 
-    Install it once per process (the server does, when it starts) and uninstall it when done; it
-    keeps counts for tests and logs.
-    """
-
-    def __init__(self, thaw_seconds: float = THAW_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, freeze_seconds: float = FREEZE_SECONDS, thaw_seconds: float = THAW_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.freeze_seconds = freeze_seconds
         self.thaw_seconds = thaw_seconds
         self._clock = clock
         self._thawed = clock()
         self.freezes = 0
-        self.thaws = 0
+        self.full_collections = 0
 
-    def install(self) -> None:
-        if self._after_collection not in gc.callbacks:
-            gc.callbacks.append(self._after_collection)
-
-    def uninstall(self) -> None:
-        """Stop pacing and give every frozen container back to the collector."""
-        if self._after_collection in gc.callbacks:
-            gc.callbacks.remove(self._after_collection)
-        gc.unfreeze()
-
-    def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
-        if phase != "stop" or info.get("generation") != OLDEST:
-            return
+    def step(self) -> None:
+        """Freeze what is alive now; first thaw and collect everything when ``thaw_seconds`` have passed."""
         now = self._clock()
         if now - self._thawed >= self.thaw_seconds:
             gc.unfreeze()
+            gc.collect()
             self._thawed = now
-            self.thaws += 1
-        else:
-            gc.freeze()
-            self.freezes += 1
+            self.full_collections += 1
+        gc.freeze()
+        self.freezes += 1
+
+    async def run(self) -> None:
+        """Step every ``freeze_seconds`` until cancelled; everything is thawed when it ends."""
+        try:
+            while True:
+                self.step()
+                await asyncio.sleep(self.freeze_seconds)
+        finally:
+            gc.unfreeze()
+
+
+class PacingTask:
+    """:class:`HeapPacing` as a task of the running loop (what the server starts and stops)."""
+
+    def __init__(self, pacing: HeapPacing | None = None) -> None:
+        self.pacing = pacing or HeapPacing()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.pacing.run(), name="heap-pacing")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -30,7 +30,7 @@ from hybrid_operator.localcluster.apiserver.audit import AuditLog
 from hybrid_operator.localcluster.apiserver.context import ServerConfig
 from hybrid_operator.localcluster.controllers.eventttl import EventExpiry
 from hybrid_operator.localcluster.controllers.manager import ControllerManager, ControllerSettings
-from hybrid_operator.localcluster.gcpacing import FullCollectionPacing
+from hybrid_operator.localcluster.gcpacing import PacingTask
 from hybrid_operator.localcluster.resources import Registry
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
@@ -117,7 +117,7 @@ class ClusterServer:
         self._controllers: ControllerManager | None = None
         self._event_expiry = EventExpiry(self.api, options.event_ttl)
         self._audit: AuditLog | None = None
-        self._gc_pacing = FullCollectionPacing()
+        self._heap_pacing = PacingTask()
         self.port = options.port
         cert_dir = Path(tempfile.mkdtemp(prefix="hybrid-certs-")) if options.in_memory else options.data_dir
         files.tighten(cert_dir / "server.key", files.PRIVATE_FILE)
@@ -128,7 +128,7 @@ class ClusterServer:
         return f"https://{self.options.host}:{self.port}"
 
     async def start(self) -> None:
-        self._gc_pacing.install()
+        self._heap_pacing.start()
         if self.options.audit_log is not None:
             self._audit = AuditLog(self.options.audit_log)
         config = ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
@@ -165,9 +165,8 @@ class ClusterServer:
         if self._audit is not None:
             self._audit.close()
         self.store.close()
-        self._gc_pacing.uninstall()
-        log.info("cluster stopped", extra={"url": self.url, "gc_freezes": self._gc_pacing.freezes,
-                                           "gc_thaws": self._gc_pacing.thaws})
+        await self._heap_pacing.stop()
+        log.info("cluster stopped", extra={"url": self.url})
 
 
 async def serve_forever(options: ClusterOptions) -> None:
