@@ -58,6 +58,7 @@ class Store:
         self.leases: dict[str, dict[str, Any]] = {}
         self.rv = 0
         self.broken: set[str] = set()
+        self.deleted: list[str] = []
 
     def _check(self, who: str) -> None:
         if who in self.broken:
@@ -80,8 +81,12 @@ class Store:
         self.leases[name] = stored
         return copy.deepcopy(stored)
 
-    def delete_lease(self, namespace: str, name: str, timeout: float) -> None:
-        self.leases.pop(name, None)
+    def delete_lease(self, namespace: str, name: str, timeout: float, resource_version: str | None = None) -> None:
+        self._check(name)
+        current = self.leases.get(name)
+        if current is not None and resource_version in (None, current["metadata"]["resourceVersion"]):
+            del self.leases[name]
+            self.deleted.append(name)
 
 
 class Owner:
@@ -162,6 +167,24 @@ async def test_a_dead_member_s_buckets_move_only_after_its_lease_expired() -> No
         assert not a.held & dead
     await rounds([a], [a], clock, 3)
     assert a.held == set(range(ring.BUCKETS))
+    assert "b" not in store.leases and store.deleted == ["b"], "the dead member's Lease is deleted"
+
+
+async def test_a_lease_renewed_after_it_was_seen_expired_is_not_deleted() -> None:
+    store, clock = Store(), Clock()
+    a, b = member(store, clock, "a"), member(store, clock, "b")
+    await rounds([a, b], [a, b], clock, 6)
+    store.broken.add("b")  # b cannot renew, and a's deletes of b's Lease fail as well
+    while not a._seen["b"].expired:
+        await rounds([a, b], [a, b], clock, 1)
+    assert "b" in store.leases
+    store.broken.clear()
+
+    await b.tick()  # b renews between a's read and a's delete
+    await a._delete_expired(1.0)
+
+    assert "b" in store.leases, "the delete was guarded by the resourceVersion a saw expired"
+    assert store.deleted == []
 
 
 async def test_a_member_that_cannot_renew_drops_everything_before_others_may_take_over() -> None:

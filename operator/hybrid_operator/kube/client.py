@@ -463,12 +463,17 @@ class ClusterClient:
             raise _lease_error("list", label_selector, exc) from exc
         return list(found.get("items") or [])
 
-    def delete_lease(self, namespace: str, name: str, timeout: float) -> None:
-        """Delete a Lease (gone already is fine); TemporaryError when the API cannot answer."""
+    def delete_lease(self, namespace: str, name: str, timeout: float, resource_version: str | None = None) -> None:
+        """Delete a Lease (gone already is fine); TemporaryError when the API cannot answer.
+
+        With ``resource_version``, only that version of it: a Lease written since stays (409, ignored).
+        """
+        body = None if resource_version is None else {
+            "apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": resource_version}}
         try:
-            self.request("DELETE", f"{_LEASES.format(namespace)}/{name}", timeout=timeout)
+            self.request("DELETE", f"{_LEASES.format(namespace)}/{name}", body, timeout=timeout)
         except ApiException as exc:
-            if exc.status != 404:
+            if exc.status not in (404, 409):
                 raise _lease_error("delete", name, exc) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise _lease_error("delete", name, exc) from exc

@@ -8,7 +8,10 @@ or died. There is no coordinator: every replica runs a :class:`Member` (docs/ope
 * **Membership.** Each replica holds one ``coordination.k8s.io/v1`` Lease of its own, labelled
   with the ring name, renewed every retry period. Another replica's Lease counts as live while its
   record keeps changing: unchanged for ``lease_duration`` by *this* replica's clock, it is expired
-  (clocks are never compared). A replica that stops gracefully deletes its Lease.
+  (clocks are never compared). A replica that stops gracefully deletes its Lease; the Lease of one
+  that died is deleted by the first member that finds it expired (guarded by the resourceVersion
+  it saw, so a Lease renewed meanwhile stays), so Leases of dead replicas do not pile up and a
+  replica joining later does not wait a lease duration for them.
 * **Assignment.** Every replica computes :func:`ring.assign` over the live members: its *target*.
 * **Claims.** A replica's Lease lists in an annotation every bucket it claims. A bucket is
   *held* -- its objects may be reconciled -- only after the replica (1) wrote a claim for it and
@@ -50,7 +53,8 @@ class LeaseStore(Protocol):
 
     def write_lease(self, namespace: str, lease: dict[str, Any], timeout: float) -> dict[str, Any] | None: ...
 
-    def delete_lease(self, namespace: str, name: str, timeout: float) -> None: ...
+    def delete_lease(self, namespace: str, name: str, timeout: float,
+                     resource_version: str | None = None) -> None: ...
 
 
 class Owner(Protocol):
@@ -89,6 +93,8 @@ class _Seen:
     changed_at: float
     claims: frozenset[int]
     holder: str
+    #: unchanged for a lease duration: its claims no longer count, and it is to be deleted
+    expired: bool = False
 
 
 @dataclass
@@ -157,6 +163,7 @@ class Member:
             log.debug("shard ring not readable", extra={"ring": self.config.ring, "error": str(exc)})
             return
         others = self._observe(leases)
+        await self._delete_expired(timeout)
         self.members = tuple(sorted({self.name, *others}))
         target = ring.assign(self.members, self.config.buckets).get(self.name, frozenset())
         claimed_elsewhere = frozenset().union(*others.values()) if others else frozenset()
@@ -193,9 +200,26 @@ class Member:
             duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
             if seen.holder and now - seen.changed_at <= duration:
                 live[name] = seen.claims
+            elif seen.holder:
+                seen.expired = True
         for gone in set(self._seen) - present:
             del self._seen[gone]
         return live
+
+    async def _delete_expired(self, timeout: float) -> None:
+        """Delete the Leases found expired (each only in the version seen expired); errors wait for the next round."""
+        for name, seen in list(self._seen.items()):
+            if not seen.expired:
+                continue
+            try:
+                await asyncio.to_thread(self.store.delete_lease, self.config.namespace, name, timeout, seen.version)
+            except errors.TemporaryError as exc:
+                log.debug("expired shard lease not deleted", extra={"ring": self.config.ring, "lease": name,
+                                                                   "error": str(exc)})
+                continue
+            del self._seen[name]
+            log.info("expired shard lease deleted", extra={"ring": self.config.ring, "member": self.name,
+                                                           "lease": name})
 
     def _confirm(self, claimed_elsewhere: frozenset[int]) -> frozenset[int]:
         """Pending buckets whose claim was written before this read and that nobody else claims: held now.
