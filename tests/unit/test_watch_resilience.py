@@ -192,3 +192,40 @@ async def test_a_sync_aware_handler_hears_each_list_and_each_failure(monkeypatch
     await follow(cluster, handler, Readiness(["Memcached"]), monkeypatch, lambda: handler.changed_seen)
     assert handler.hooks == ["relisting *", "synced *", "interrupted", "relisting *", "synced *", "interrupted"], \
         "a failed watch and the final cancellation both make the view incomplete"
+
+
+class ServerEndedCluster(FlakyCluster):
+    """The first watch ends as the server ends watches (after an event and a bookmark), the second is
+    answered 410 Expired, the third stays open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.versions: list[str] = []
+
+    async def watch(self, ref: ResourceRef, namespace: str, resource_version: str,
+                    timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+        self.versions.append(resource_version)
+        if len(self.versions) == 1:
+            yield {"type": "MODIFIED", "object": {"metadata": {"name": "c", "namespace": "ns", "resourceVersion": "7"}}}
+            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
+            return
+        if len(self.versions) == 2:
+            yield {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+            return
+        await asyncio.Event().wait()
+        yield {}
+
+
+async def test_a_watch_the_server_ended_resumes_from_the_last_version_and_lists_again_only_when_expired(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    cluster = ServerEndedCluster()
+    handler = SyncHandler()
+    with caplog.at_level(logging.WARNING, logger="hybrid_operator.kube.informer"):
+        sleeps = await follow(cluster, handler, Readiness(["Memcached"]), monkeypatch,
+                              lambda: len(cluster.versions) == 3)
+    assert cluster.versions == ["1", "9", "1"], "resumed from the bookmark's version; listed again after 410"
+    assert cluster.lists == 2
+    assert handler.changed_seen == 1
+    assert handler.hooks == ["relisting *", "synced *", "relisting *", "synced *", "interrupted"]
+    assert [delay for delay in sleeps.delays if delay] == [], "neither is a failure: no backoff"
+    assert caplog.records == [], "and no warning"

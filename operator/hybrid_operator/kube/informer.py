@@ -1,7 +1,8 @@
 """The one list-then-watch loop: what dependents and triggers use to follow a kind.
 
-client-go's informers list a kind, then watch from the list's resourceVersion, and start over when
-the watch breaks. :func:`follow` does that for one kind, in every namespace it is scoped to, and
+client-go's informers list a kind, then watch from the list's resourceVersion, re-open the watch
+from the last resourceVersion seen when the server ends it, and list again only when that version is
+too old or the watch breaks. :func:`follow` does that for one kind, in every namespace it is scoped to, and
 hands each listed object and each event to a :class:`Handler`. It ends only when its task is
 cancelled: whatever goes wrong -- an API outage, a kind that does not exist yet, an event too large,
 a bug in a handler -- is logged and retried with a backoff (1 s doubling to 60 s), never the silent
@@ -24,10 +25,12 @@ from hybrid_operator.kube.client import ClusterClient, ResourceRef
 log = logging.getLogger(__name__)
 
 WATCH_TIMEOUT = 300
-"""Seconds the server keeps one watch open before the loop re-opens it (as client-go's reflector)."""
+"""Seconds the server keeps one watch open before the loop re-opens it from where it was (as client-go's reflector)."""
 MAX_BACKOFF = 60.0
 
 EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+#: the code of the ERROR event for a resourceVersion older than the server keeps
+HTTP_GONE = 410
 
 
 class Handler(Protocol):
@@ -143,27 +146,45 @@ def _first(group: BaseExceptionGroup[Any]) -> BaseException:
 
 async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler,
                         listed: Callable[[], None], working: Callable[[], None], shard: _Sharding) -> None:
+    """List, then watch from the list's resourceVersion. When the server ends a watch (its timeout), watch
+    again from the last resourceVersion seen (events and bookmarks), as client-go's reflector does; list
+    again only when that version has left the server's history (an ERROR event with 410 Expired)."""
     aware = handler if isinstance(handler, SyncAware) else None
+    version = ""
+    while True:
+        if not version:
+            version = await _list(cluster, ref, namespace, handler, shard, aware)
+            listed()
+        events = cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT,
+                               **({"shard_selector": shard.selector} if shard.selector else {}))
+        async for event in events:
+            event_type = str(event.get("type"))
+            obj = event.get("object") or {}
+            if event_type == "ERROR":
+                if obj.get("code") == HTTP_GONE:
+                    version = ""  # too old (a long outage, a busy server): list again, no failure
+                    break
+                raise errors.TemporaryError(f"watch of {ref.kind} ended: {obj.get('message', '') or obj}")
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+            if event_type in EVENT_TYPES:
+                handler.changed(ref, event_type, obj)
+            working()
+        working()  # ended as the server ends watches: resumed at once
+
+
+async def _list(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler, shard: _Sharding,
+                aware: SyncAware | None) -> str:
+    """List the scope into the handler; the list's resourceVersion."""
     if aware is not None:
         aware.relisting(ref, namespace)
     if shard.selector:
         items, version, honoured = await asyncio.to_thread(cluster.list_sharded, ref, namespace, shard.selector)
         if shard.honoured is not None:
             shard.honoured(honoured)
-        events = cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT, shard_selector=shard.selector)
     else:
         items, version = await asyncio.to_thread(cluster.list_with_version, ref, namespace)
-        events = cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT)
     for obj in items:
         handler.listed(ref, obj)
     if aware is not None:
         aware.synced(ref, namespace)
-    listed()
-    async for event in events:
-        event_type = str(event.get("type"))
-        obj = event.get("object") or {}
-        if event_type == "ERROR":
-            raise errors.TemporaryError(f"watch of {ref.kind} ended: {obj.get('message', '') or obj}")
-        if event_type in EVENT_TYPES:
-            handler.changed(ref, event_type, obj)
-        working()
+    return str(version)
