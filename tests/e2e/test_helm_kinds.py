@@ -270,31 +270,39 @@ def test_failed_upgrade_is_rolled_back_once_per_attempt(shared_cluster: Cluster,
     assert cluster.get_json("configmap", "flaky-elsewhere", "-n", "nowhere")["data"] == {"size": "2"}
 
 
-def test_pending_upgrade_is_recovered(shared_cluster: Cluster, helm_operator: OperatorProcess) -> None:
+@pytest.mark.parametrize("previous", ["deployed", "superseded"])
+def test_pending_upgrade_is_recovered(shared_cluster: Cluster, helm_operator: OperatorProcess, previous: str) -> None:
+    """``superseded``: helm marks the old revision superseded just before the new one deployed; a kill
+    in between leaves no deployed revision, and the release must still be rolled back, not made again."""
     cluster = shared_cluster
-    apply(cluster, cr("Strict", "stuck", {"size": 1}))
-    wait_for(lambda: with_condition(cluster, ("strict", "stuck"), "Deployed"), "stuck to be deployed")
+    name = f"stuck-{previous}"
+    apply(cluster, cr("Strict", name, {"size": 1}))
+    wait_for(lambda: with_condition(cluster, ("strict", name), "Deployed"), f"{name} to be deployed")
+    uid = cluster.get_json("configmap", f"{name}-sized")["metadata"]["uid"]
     # the release gets stuck while the operator cannot act (as when it died mid-upgrade): a no-change
     # resync costs a few reads now, so a running operator would recover it before the checks below
     os.kill(helm_operator.process.pid, signal.SIGSTOP)
     try:
-        craft_pending(cluster, "stuck", 1, "stuck", 2, "pending-upgrade")
-        assert history(cluster, "stuck") == [(1, "deployed"), (2, "pending-upgrade")]
-        busy = cluster.helm("upgrade", "stuck", str(FIXTURES / "charts" / "needs-size"), "--set", "size=1",
+        craft_pending(cluster, name, 1, name, 2, "pending-upgrade")
+        if previous != "deployed":
+            craft_pending(cluster, name, 1, name, 1, previous)
+        assert history(cluster, name) == [(1, previous), (2, "pending-upgrade")]
+        busy = cluster.helm("upgrade", name, str(FIXTURES / "charts" / "needs-size"), "--set", "size=1",
                             check=False)
         assert "another operation (install/upgrade/rollback) is in progress" in busy.stderr
     finally:
         os.kill(helm_operator.process.pid, signal.SIGCONT)
 
-    recovered = wait_for(lambda: history(cluster, "stuck")[-1:] == [(3, "deployed")], "the release to be recovered", 20)
+    recovered = wait_for(lambda: history(cluster, name)[-1:] == [(3, "deployed")], "the release to be recovered", 20)
     assert recovered
-    assert events(cluster, "stuck", "ReleaseRecovered")
-    obj = cluster.get_json("strict", "stuck")
+    assert "rolled back to the last deployed revision 1" in events(cluster, name, "ReleaseRecovered")[0]["message"]
+    obj = cluster.get_json("strict", name)
     assert condition(obj, "Irreconcilable") is None and condition(obj, "Deployed")["status"] == "True"  # type: ignore[index]
 
-    cluster.kubectl("patch", "strict", "stuck", "--type", "merge", "-p", '{"spec": {"size": 2}}')
-    wait_for(lambda: history(cluster, "stuck")[-1:] == [(4, "deployed")], "an upgrade after the recovery")
-    assert cluster.get_json("configmap", "stuck-sized")["data"] == {"size": "2"}
+    cluster.kubectl("patch", "strict", name, "--type", "merge", "-p", '{"spec": {"size": 2}}')
+    wait_for(lambda: history(cluster, name)[-1:] == [(4, "deployed")], "an upgrade after the recovery")
+    sized = cluster.get_json("configmap", f"{name}-sized")
+    assert (sized["data"], sized["metadata"]["uid"]) == ({"size": "2"}, uid), "the release's objects were kept"
 
 
 def test_pending_install_is_recovered(shared_cluster: Cluster, helm_operator: OperatorProcess) -> None:

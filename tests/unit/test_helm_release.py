@@ -45,9 +45,17 @@ def test_a_pending_upgrade_rolls_back_to_the_last_deployed_revision() -> None:
         (Phase.PENDING, 3, "pending-upgrade", 2)
 
 
+@pytest.mark.parametrize("pending", ["pending-upgrade", "pending-rollback"])
+def test_a_release_killed_between_superseding_and_deploying_rolls_back_to_the_superseded_revision(
+        pending: str) -> None:
+    """helm marks the old revision superseded before the new one deployed: no revision is deployed then."""
+    state = release_state(info(4, pending), history("superseded", "failed", "superseded", pending), None, INPUTS)
+    assert (state.phase, state.deployed_revision) == (Phase.PENDING, 3)
+
+
 @pytest.mark.parametrize("pending", ["pending-install", "pending-upgrade", "pending-rollback"])
 def test_a_pending_release_that_was_never_deployed_has_nothing_to_roll_back_to(pending: str) -> None:
-    state = release_state(info(1, pending), history(pending), None, INPUTS)
+    state = release_state(info(2, pending), history("failed", pending), None, INPUTS)
     assert (state.phase, state.deployed_revision) == (Phase.PENDING, None)
 
 

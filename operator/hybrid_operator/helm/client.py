@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 DryRun = Literal["client", "server"]
 PENDING = frozenset({"pending-install", "pending-upgrade", "pending-rollback"})
 DEPLOYED = "deployed"
+#: a revision that was deployed and replaced by a newer one
+SUPERSEDED = "superseded"
 _KILL_GRACE = 10.0
 #: on install, upgrade, rollback and uninstall: helm v4 gives the cause of a failure only in its debug log
 #: lines (``failed to delete release: x`` on the Error line, ``no matches for kind ...`` in the log); they

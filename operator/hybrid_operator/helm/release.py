@@ -10,8 +10,8 @@ state          when
 ============== ===============================================================================
 needs-install  helm knows no release of that name
 pending        the newest revision is ``pending-*``: an operation no helm process will finish
-               (a killed operator); recover it first, by rolling back to the last deployed
-               revision, or by uninstalling when nothing was ever deployed
+               (a killed operator); recover it first, by rolling back to the last revision that
+               was deployed (see :func:`rollback_target`), or by uninstalling when none ever was
 failed         no revision is deployed and none is pending (a failed install): remove, install
 needs-upgrade  the candidate manifest (a dry-run upgrade with today's values) differs from the
                deployed one, and the inputs changed
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 import yaml
 
-from hybrid_operator.helm.client import DEPLOYED, PENDING, Release, ReleaseInfo, Revision
+from hybrid_operator.helm.client import DEPLOYED, PENDING, SUPERSEDED, Release, ReleaseInfo, Revision
 from hybrid_operator.helm.manifests import manifest_objects
 
 #: the label tying the digest of a revision's inputs to that revision (see :func:`inputs_label`)
@@ -69,7 +69,8 @@ class ReleaseState:
     latest_revision: int = 0
     #: its status as helm reports it (``pending-upgrade``, ``failed``, ...)
     latest_status: str = ""
-    #: the last deployed revision: what a pending release rolls back to, what drift repair re-applies
+    #: the last deployed revision: what drift repair re-applies; for a pending release, what it rolls back
+    #: to (:func:`rollback_target`)
     deployed_revision: int | None = None
     #: unchanged inputs rendered to a different manifest
     nondeterministic: bool = False
@@ -103,6 +104,22 @@ def last_deployed(history: Sequence[Revision]) -> int | None:
     return deployed[-1] if deployed else None
 
 
+def rollback_target(history: Sequence[Revision], pending: int) -> int | None:
+    """The revision a release left ``pending`` (a revision number) rolls back to; None: uninstall it.
+
+    The last ``deployed`` revision, or else the newest older one that was deployed once
+    (``superseded``): helm marks the deployed revision superseded a moment before it marks the new one
+    deployed, and an operator killed in between leaves no deployed revision although the release's
+    objects are all there. Uninstalling it then would delete and make again every object of a release
+    that was merely being upgraded.
+    """
+    deployed = last_deployed(history)
+    if deployed is not None:
+        return deployed
+    earlier = [r.revision for r in history if r.status == SUPERSEDED and r.revision < pending]
+    return earlier[-1] if earlier else None
+
+
 def comparable_revision(latest: ReleaseInfo | None, history: Sequence[Revision]) -> int | None:
     """The deployed revision to compare a candidate with; None when the state is known without one.
 
@@ -128,7 +145,8 @@ def release_state(latest: ReleaseInfo | None, history: Sequence[Revision], compa
         return ReleaseState(Phase.NEEDS_INSTALL)
     deployed = comparable_revision(latest, history)
     if latest.status in PENDING:
-        return ReleaseState(Phase.PENDING, latest.revision, latest.status, last_deployed(history))
+        return ReleaseState(Phase.PENDING, latest.revision, latest.status,
+                            rollback_target(history, latest.revision))
     if deployed is None:
         return ReleaseState(Phase.FAILED, latest.revision, latest.status)
     if comparison is None or comparison.deployed.revision != deployed:
