@@ -262,7 +262,10 @@ class AnsibleRunner:
             "fact_cache_type": "memory",
             "quiet": True,
         }
-        kwargs.update(_target(request, env))
+        target, roles_path = _target(request, env)
+        kwargs["playbook"] = target
+        if roles_path is not None:
+            env["ANSIBLE_ROLES_PATH"] = roles_path
         kwargs["envvars"] = env
         if request.verbosity > 0:
             kwargs["verbosity"] = request.verbosity
@@ -317,22 +320,32 @@ class _AnySet:
         return self._own.is_set() or (self._caller is not None and self._caller.is_set())
 
 
-def _target(request: RunRequest, env: Mapping[str, str]) -> dict[str, Any]:
-    """The ``playbook`` or ``role`` arguments: the finalizer's own when it has one, else the watch's."""
+def _target(request: RunRequest, env: Mapping[str, str]) -> tuple[str | list[dict[str, Any]], str | None]:
+    """The ``playbook`` argument -- the finalizer's own when it has one, else the watch's -- and, for a
+    role, the roles path the run must have.
+
+    A role becomes the play ansible-runner would write for its ``role`` argument (``hosts: localhost``,
+    ``gather_facts: false`` unless facts are gathered by default). It is given as that play, with the
+    role's parent directory in front of ``ANSIBLE_ROLES_PATH``, rather than as ``role``: for ``role``,
+    ansible-runner appends ``<private data dir>/roles`` to the roles path, a directory that never exists
+    here but whose name changes with every run -- and a warm interpreter serves only runs whose
+    environment is its own (:mod:`hybrid_operator.ansible.warmworker`), so every role run would start
+    a new one.
+    """
     watch = request.watch
     playbook, role = watch.playbook, watch.role
     finalizer = watch.finalizer
     if request.finalizer and finalizer is not None and (finalizer.playbook or finalizer.role):
         playbook, role = finalizer.playbook, finalizer.role
     if playbook is not None:
-        return {"playbook": str(Path(playbook).absolute())}
+        return str(Path(playbook).absolute()), None
     if role is None:
         raise ValueError(f"the watch for {watch.gvk} has neither a playbook nor a role")
     role_path = Path(role).absolute()
     inherited = env.get("ANSIBLE_ROLES_PATH", os.environ.get("ANSIBLE_ROLES_PATH", ""))
     roles_path = os.pathsep.join(part for part in (str(role_path.parent), inherited) if part)
     gathering = env.get("ANSIBLE_GATHERING", os.environ.get("ANSIBLE_GATHERING", ""))
-    return {
-        "role": role_path.name, "roles_path": roles_path, "hosts": "localhost",
-        "role_skip_facts": gathering.strip().lower() == "explicit",
-    }
+    play: dict[str, Any] = {"hosts": "localhost", "roles": [{"name": role_path.name}]}
+    if gathering.strip().lower() == "explicit":
+        play["gather_facts"] = False
+    return [play], roles_path
