@@ -81,6 +81,23 @@ async def test_consecutive_warm_runs_share_no_state(runner: AnsibleRunner, tmp_p
     assert "HYBRID_ISOLATION_LEAK" not in os.environ
 
 
+@pytest.mark.parametrize("gathering", ["explicit", "implicit"])
+async def test_runs_of_a_role_share_one_pre_imported_interpreter(
+        runner: AnsibleRunner, tmp_path: Path, gathering: str) -> None:
+    """Each run has a private data directory of its own; nothing of it may reach the run's environment,
+    or every run of a role would need an interpreter of its own (as when ansible-runner's ``role``
+    argument put ``<private data dir>/roles`` on ``ANSIBLE_ROLES_PATH``)."""
+    role = RunRequest(cr={"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+                          "metadata": {"name": "demo", "namespace": "default", "uid": "1"}, "spec": {}},
+                      watch=AnsibleWatch(gvk=GVK, role=FIXTURES / "roles" / "demo"),
+                      artifacts_root=tmp_path / "artifacts", env={"ANSIBLE_GATHERING": gathering})
+    results = [await runner.run(role) for _ in range(3)]
+
+    assert [(r.succeeded, r.ok, r.stats_data) for r in results] == \
+        [(True, 2 + (gathering == "implicit"), {"status": {"from_role": True}})] * 3
+    assert pool_of(runner).warm_runs == 2, pool_of(runner).last_refusal  # the first found no interpreter yet
+
+
 async def test_a_changed_ansible_cfg_is_read(runner: AnsibleRunner, tmp_path: Path) -> None:
     playbook = FIXTURES / "isolation" / "cfg.yml"
     config = tmp_path / "ansible.cfg"

@@ -12,8 +12,9 @@ Processes (all started from ``python -m hybrid_operator.ansible.warmworker``):
   ansible-runner, never ansible-core, and reads run requests from its control socket;
 * a **zygote** per *fingerprint* -- the run environment minus :data:`PER_RUN_ENV`, and the working
   directory. A zygote sets exactly that environment and directory, puts a pseudo-terminal on its
-  standard streams (as pexpect gives ``ansible-playbook``), imports :data:`PRELOAD`, and then only
-  forks. ansible-core reads its configuration (``ANSIBLE_*``, ``ansible.cfg``) at import time,
+  standard streams (as pexpect gives ``ansible-playbook``), imports :data:`PRELOAD`, parses
+  ansible.builtin's routing table once for all its runs (:func:`_remember_builtin_routing`), and then
+  only forks. ansible-core reads its configuration (``ANSIBLE_*``, ``ansible.cfg``) at import time,
   which is why a zygote serves only runs whose environment is identical to its own;
 * a **run child** per run (forked from the zygote, or from the worker when no zygote fits yet). It
   calls ``ansible_runner.run`` with the operator's keyword arguments -- the same code as the cold
@@ -78,7 +79,14 @@ PRELOAD = (
     "ansible.vars.manager", "ansible.template", "ansible.plugins.loader", "ansible.plugins.strategy",
     "ansible.plugins.callback", "ansible.plugins.action", "ansible.plugins.connection",
     "ansible.plugins.inventory", "ansible.plugins.cache", "ansible.config.manager",
+    # imported on the way by every run (what a one-task run added to ``sys.modules``), by ordinary
+    # imports -- never plugins, which ansible-core loads by path, first found first served
+    "ansible.playbook.handler_task_include", "ansible.playbook.included_file", "ansible.playbook.role_include",
+    "ansible.utils.hashing", "ansible.utils.shlex", "ansible.utils._junit_xml", "multiprocessing.popen_fork",
+    "pexpect", "pty", "resource", "tomllib", "xml.dom.minidom", "xml.etree.ElementTree",
 )
+#: ansible.builtin's routing table, which ansible-core parses in every process that resolves a plugin
+BUILTIN_ROUTING = ("config", "ansible_builtin_runtime.yml")
 #: the entry point ``ansible-playbook`` must have for the in-process run to be the same program
 PLAYBOOK_ENTRY = "from ansible.cli.playbook import main"
 #: zygotes kept at once (one per distinct run environment; the oldest is dropped)
@@ -377,11 +385,46 @@ def _preload() -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    _remember_builtin_routing()
     from ansible import constants
 
     _LOCAL_TMP["parent"] = os.path.dirname(constants.DEFAULT_LOCAL_TMP)
     with contextlib.suppress(OSError):  # made at import for this process; every run makes its own
         os.rmdir(constants.DEFAULT_LOCAL_TMP)
+
+
+def _remember_builtin_routing() -> None:
+    """Parse ansible.builtin's routing table once, here, instead of in every run (~250 ms of each).
+
+    ansible-core turns a collection's ``runtime.yml`` into a dict with the replaceable
+    ``_meta_yml_to_dict(data, content_id)`` (its ``content_id`` exists so that another
+    implementation can cache the output), and parses ansible.builtin's -- 376 kB of YAML -- in every
+    process. The replacement answers a request for exactly the bytes parsed here with a fresh copy of
+    that result; any other content (another collection, or a file changed since) is parsed as before.
+    """
+    import marshal
+    import os.path
+
+    import ansible
+    from ansible.utils.collection_loader import _collection_finder
+
+    parse = _collection_finder._meta_yml_to_dict
+    if parse is None or ansible.__file__ is None:
+        return
+    with open(os.path.join(os.path.dirname(ansible.__file__), *BUILTIN_ROUTING), "rb") as handle:
+        known = handle.read()
+    content_id = ("ansible.builtin", "runtime.yml")
+    try:
+        parsed = marshal.dumps(parse(known, content_id))
+    except ValueError:  # a value marshal cannot copy: leave ansible-core's parser alone
+        return
+
+    def routing(data: bytes | str, identity: object) -> Any:
+        if identity == content_id and data == known:
+            return marshal.loads(parsed)
+        return parse(data, identity)
+
+    _collection_finder._meta_yml_to_dict = routing
 
 
 def _pty_standard_streams() -> int:
