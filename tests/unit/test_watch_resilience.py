@@ -229,3 +229,24 @@ async def test_a_watch_the_server_ended_resumes_from_the_last_version_and_lists_
     assert handler.hooks == ["relisting *", "synced *", "relisting *", "synced *", "interrupted"]
     assert [delay for delay in sleeps.delays if delay] == [], "neither is a failure: no backoff"
     assert caplog.records == [], "and no warning"
+
+
+class InstantlyEndedCluster(FlakyCluster):
+    """Every watch ends the moment it is opened, without an event (a proxy that cuts watches, say)."""
+
+    async def watch(self, ref: ResourceRef, namespace: str, resource_version: str,
+                    timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+        self.watches += 1
+        return
+        yield {}
+
+
+async def test_a_watch_ended_at_once_without_an_event_is_retried_with_the_backoff_not_in_a_tight_loop(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    cluster = InstantlyEndedCluster()
+    handler = SyncHandler()
+    with caplog.at_level(logging.WARNING, logger="hybrid_operator.kube.informer"):
+        sleeps = await follow(cluster, handler, Readiness(["Memcached"]), monkeypatch, lambda: cluster.watches >= 4)
+    assert sleeps.delays[:3] == [1.0, 2.0, 4.0], "each watch ended at once is followed by a longer wait"
+    assert cluster.lists >= 4, "and lists again, as after any failure"
+    assert [record.getMessage() for record in caplog.records] == ["watch failed"], "one warning per streak"

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 WATCH_TIMEOUT = 300
 """Seconds the server keeps one watch open before the loop re-opens it from where it was (as client-go's reflector)."""
 MAX_BACKOFF = 60.0
+SHORT_WATCH = 1.0
+"""A watch the server ends sooner than this (seconds) without sending an event is a failure, retried with the
+backoff: resuming at once would ask again in a tight loop (client-go's reflector calls it a "very short watch")."""
 
 EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 #: the code of the ERROR event for a resourceVersion older than the server keeps
@@ -157,7 +160,9 @@ async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str
             listed()
         events = cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT,
                                **({"shard_selector": shard.selector} if shard.selector else {}))
+        opened, seen = asyncio.get_running_loop().time(), 0
         async for event in events:
+            seen += 1
             event_type = str(event.get("type"))
             obj = event.get("object") or {}
             if event_type == "ERROR":
@@ -169,6 +174,8 @@ async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str
             if event_type in EVENT_TYPES:
                 handler.changed(ref, event_type, obj)
             working()
+        if not seen and asyncio.get_running_loop().time() - opened < SHORT_WATCH:
+            raise errors.TemporaryError(f"the watch of {ref.kind} ended at once, without an event")
         working()  # ended as the server ends watches: resumed at once
 
 
