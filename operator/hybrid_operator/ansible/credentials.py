@@ -11,12 +11,13 @@ accepted only while its run lasts, and only on behalf of the one custom resource
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -53,15 +54,27 @@ def write_secret(path: Path, text: str) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def run_kubeconfig(artifacts_dir: Path, text: str) -> Iterator[Path]:
-    """A 0600 ``kubeconfig`` holding ``text`` in a fresh 0700 directory; both are removed on exit."""
+@contextlib.asynccontextmanager
+async def run_kubeconfig(artifacts_dir: Path, text: str) -> AsyncIterator[Path]:
+    """A 0600 ``kubeconfig`` holding ``text`` in a fresh 0700 directory; both are removed on exit.
+
+    Made and removed in a thread: file system calls never hold up the event loop (a slow or full disk
+    would otherwise stall every other reconcile and watch of the operator)."""
+    path = await asyncio.to_thread(_new_kubeconfig, artifacts_dir, text)
+    try:
+        yield path
+    finally:
+        await asyncio.shield(asyncio.to_thread(shutil.rmtree, path.parent, True))
+
+
+def _new_kubeconfig(artifacts_dir: Path, text: str) -> Path:
     directory = private_dir(root(artifacts_dir)) / secrets.token_hex(16)
     directory.mkdir(mode=0o700)
     try:
-        yield write_secret(directory / KUBECONFIG, text)
-    finally:
+        return write_secret(directory / KUBECONFIG, text)
+    except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
+        raise
 
 
 def sweep(artifacts_dir: Path) -> int:

@@ -181,7 +181,7 @@ class AnsibleReconciler:
             return await self._run_with(obj, options, finalizer, self.kubeconfig)
         run = self.proxy.register_run(obj)
         try:
-            with credentials.run_kubeconfig(self.settings.artifacts_dir, run.kubeconfig_text()) as path:
+            async with credentials.run_kubeconfig(self.settings.artifacts_dir, run.kubeconfig_text()) as path:
                 return await self._run_with(obj, options, finalizer, path)
         finally:
             self.proxy.unregister_run(run.token)
