@@ -67,32 +67,60 @@ def naive_run(work: Path, playbook: Path, *, roles: Path | None = None, env: Map
     return elapsed
 
 
-def tree_rss_mib(root: int) -> float:
-    """The summed RSS of ``root`` and all its descendants (by parent pid, from /proc), in MiB."""
+def tree_pids(root: int) -> list[int]:
+    """``root`` and all its descendants (by parent pid, from /proc)."""
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rpartition(")")[2].split()
             children.setdefault(int(fields[1]), []).append(int(entry.name))
-            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, ValueError, IndexError):
             continue
-    total, todo = 0, [root]
+    found, todo = [], [root]
     while todo:
         pid = todo.pop()
-        total += rss.get(pid, 0)
+        found.append(pid)
         todo.extend(children.get(pid, []))
+    return found
+
+
+def tree_rss_mib(root: int) -> float:
+    """The summed RSS of ``root`` and all its descendants, in MiB: a page shared by forks counts once per process."""
+    total = 0
+    for pid in tree_pids(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 2**20
+
+
+def tree_pss_mib(root: int) -> float:
+    """The summed PSS of ``root`` and all its descendants, in MiB: each page divided among the processes
+    sharing it, so the total is the memory the tree really holds (forked processes share most pages)."""
+    total = 0
+    for pid in tree_pids(root):
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        except (OSError, ValueError, IndexError):
+            continue
     return total / 2**20
 
 
 class PeakRss:
-    """Samples the RSS of a process tree (default: this process) every ``interval`` s; ``peak`` in MiB."""
+    """Samples the RSS of a process tree (default: this process) every ``interval`` s; ``peak`` in MiB
+    (``peak_pss``: the same for PSS, with ``pss=True``)."""
 
-    def __init__(self, root: int | None = None, interval: float = 0.05) -> None:
+    def __init__(self, root: int | None = None, interval: float = 0.05, *, pss: bool = False) -> None:
         self.peak = 0.0
+        self.peak_pss = 0.0
+        self.pss = pss
         self.root = os.getpid() if root is None else root
         self.interval = interval
         self._stop = threading.Event()
@@ -109,3 +137,5 @@ class PeakRss:
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
             self.peak = max(self.peak, tree_rss_mib(self.root))
+            if self.pss:
+                self.peak_pss = max(self.peak_pss, tree_pss_mib(self.root))
