@@ -68,7 +68,7 @@ class FlakyCluster:
         return [{"metadata": {"name": "c", "namespace": "ns"}}], "1"
 
     async def watch(self, ref: ResourceRef, namespace: str, resource_version: str,
-                    timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+                    timeout_seconds: int = 300, shard_selector: str = "") -> AsyncIterator[dict[str, Any]]:
         self.watches += 1
         if self.failures:
             raise self.failures.pop(0)
@@ -203,7 +203,7 @@ class ServerEndedCluster(FlakyCluster):
         self.versions: list[str] = []
 
     async def watch(self, ref: ResourceRef, namespace: str, resource_version: str,
-                    timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+                    timeout_seconds: int = 300, shard_selector: str = "") -> AsyncIterator[dict[str, Any]]:
         self.versions.append(resource_version)
         if len(self.versions) == 1:
             yield {"type": "MODIFIED", "object": {"metadata": {"name": "c", "namespace": "ns", "resourceVersion": "7"}}}
@@ -235,7 +235,7 @@ class InstantlyEndedCluster(FlakyCluster):
     """Every watch ends the moment it is opened, without an event (a proxy that cuts watches, say)."""
 
     async def watch(self, ref: ResourceRef, namespace: str, resource_version: str,
-                    timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+                    timeout_seconds: int = 300, shard_selector: str = "") -> AsyncIterator[dict[str, Any]]:
         self.watches += 1
         return
         yield {}

@@ -158,8 +158,7 @@ async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str
         if not version:
             version = await _list(cluster, ref, namespace, handler, shard, aware)
             listed()
-        events = cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT,
-                               **({"shard_selector": shard.selector} if shard.selector else {}))
+        events = cluster.watch(ref, namespace, version, timeout_seconds=WATCH_TIMEOUT, shard_selector=shard.selector)
         opened, seen = asyncio.get_running_loop().time(), 0
         async for event in events:
             seen += 1
