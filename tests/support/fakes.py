@@ -56,6 +56,10 @@ class FakeClock:
     def monotonic(self) -> float:
         return self.now
 
+    def __call__(self) -> float:
+        """The clock as a plain ``() -> float`` (what leases, readiness and heap pacing take)."""
+        return self.now
+
     async def sleep(self, seconds: float) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self.now + max(0.0, seconds), next(self._order), future))

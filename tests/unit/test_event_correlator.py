@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hybrid_operator.kube.events import COMBINED_PREFIX, EventCorrelator, Posted
+from support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 
@@ -22,14 +23,6 @@ def event(message: str = "run succeeded: ok=3 changed=0", reason: str = "Reconci
     return {"involvedObject": {"apiVersion": "web.example.com/v1alpha1", "kind": "Website", "namespace": "ns",
                                "name": name, "uid": uid},
             "type": "Normal", "reason": reason, "message": message, "source": {"component": "hybrid-operator"}}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_repeated_event_is_counted_on_the_one_posted() -> None:
@@ -55,7 +48,7 @@ def test_events_that_differ_are_posted_apart(other: dict[str, Any]) -> None:
 
 
 def test_many_similar_events_are_combined_into_one() -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     correlator = EventCorrelator(clock=clock)
     keys = []
     for index in range(12):

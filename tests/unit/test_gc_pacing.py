@@ -11,16 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from hybrid_operator.localcluster.gcpacing import HeapPacing, PacingTask
+from support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Node:
@@ -45,7 +38,7 @@ def cycle() -> tuple[Node, weakref.ref[Node]]:
 
 def test_a_step_freezes_what_is_alive() -> None:
     kept = [Node() for _ in range(100)]
-    pacing = HeapPacing(clock=Clock())
+    pacing = HeapPacing(clock=FakeClock(0.0))
 
     pacing.step()
 
@@ -54,7 +47,7 @@ def test_a_step_freezes_what_is_alive() -> None:
 
 
 def test_a_cycle_frozen_while_alive_is_freed_after_the_thaw() -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     pacing = HeapPacing(thaw_seconds=600, clock=clock)
     strong, ref = cycle()
     pacing.step()  # frozen while alive
@@ -75,7 +68,7 @@ def test_a_cycle_frozen_while_alive_is_freed_after_the_thaw() -> None:
 
 
 async def test_the_task_steps_until_stopped_and_then_thaws_everything() -> None:
-    task = PacingTask(HeapPacing(freeze_seconds=0.01, clock=Clock()))
+    task = PacingTask(HeapPacing(freeze_seconds=0.01, clock=FakeClock(0.0)))
     task.start()
     await asyncio.sleep(0.1)
     assert task.pacing.freezes >= 2

@@ -6,19 +6,12 @@ import pytest
 
 from hybrid_operator import errors
 from hybrid_operator.manager.health import Readiness, parse_address
+from support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def ready_state(clock: Clock) -> Readiness:
+def ready_state(clock: FakeClock) -> Readiness:
     readiness = Readiness(["Tick", "Sleep"], window=15, clock=clock)
     readiness.started = True
     readiness.alive("Tick")
@@ -31,7 +24,7 @@ def failing(readiness: Readiness) -> list[str]:
 
 
 def test_ready_when_started_and_every_kind_is_fresh() -> None:
-    readiness = ready_state(Clock())
+    readiness = ready_state(FakeClock(100.0))
     assert readiness.ready() and failing(readiness) == []
 
 
@@ -44,7 +37,7 @@ def test_ready_when_started_and_every_kind_is_fresh() -> None:
     (lambda r, c: setattr(r, "election", lambda: True), []),
 ])
 def test_what_fails_readiness(change: object, failed: list[str]) -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     readiness = ready_state(clock)
     change(readiness, clock)  # type: ignore[operator]
     assert failing(readiness) == failed
@@ -52,7 +45,7 @@ def test_what_fails_readiness(change: object, failed: list[str]) -> None:
 
 
 def test_a_kind_recovers_with_the_next_sign_of_life() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     readiness = ready_state(clock)
     clock.now += 1
     readiness.failed("Tick", "API answered 404 Not Found")
@@ -63,7 +56,7 @@ def test_a_kind_recovers_with_the_next_sign_of_life() -> None:
 
 
 def test_a_kind_never_seen_is_not_ready() -> None:
-    readiness = Readiness(["Tick"], clock=Clock())
+    readiness = Readiness(["Tick"], clock=FakeClock(100.0))
     readiness.started = True
     assert readiness.checks()[-1] == ("watch-Tick", False, "not listed yet")
 

@@ -14,6 +14,7 @@ import pytest
 
 from hybrid_operator import errors
 from hybrid_operator.manager.leader import ElectionConfig, LeaderElector
+from support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 
@@ -52,15 +53,7 @@ class FakeLeases:
         return next(iter(self.items.values()))["spec"].get("holderIdentity")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def elector(store: FakeLeases, clock: Clock, identity: str, calls: list[str] | None = None,
+def elector(store: FakeLeases, clock: FakeClock, identity: str, calls: list[str] | None = None,
             **durations: float) -> LeaderElector:
     log = calls if calls is not None else []
 
@@ -75,7 +68,7 @@ def elector(store: FakeLeases, clock: Clock, identity: str, calls: list[str] | N
 
 
 async def test_a_standby_takes_an_unrenewed_lease_only_after_the_lease_duration() -> None:
-    store, clock = FakeLeases(), Clock()
+    store, clock = FakeLeases(), FakeClock(1000.0)
     first, second = elector(store, clock, "a"), elector(store, clock, "b")
     assert await first._attempt(timeout=1)
     assert not await second._attempt(timeout=1)  # held and fresh
@@ -89,7 +82,7 @@ async def test_a_standby_takes_an_unrenewed_lease_only_after_the_lease_duration(
 
 
 async def test_renewals_keep_the_lease_from_a_standby() -> None:
-    store, clock = FakeLeases(), Clock()
+    store, clock = FakeLeases(), FakeClock(1000.0)
     first, second = elector(store, clock, "a"), elector(store, clock, "b")
     assert await first._attempt(timeout=1)
     for _ in range(10):
@@ -100,7 +93,7 @@ async def test_renewals_keep_the_lease_from_a_standby() -> None:
 
 
 async def test_of_two_standbys_racing_for_an_expired_lease_one_wins() -> None:
-    store, clock = FakeLeases(), Clock()
+    store, clock = FakeLeases(), FakeClock(1000.0)
     first, second, third = elector(store, clock, "a"), elector(store, clock, "b"), elector(store, clock, "c")
     assert await first._attempt(timeout=1)
     assert not await second._attempt(timeout=1) and not await third._attempt(timeout=1)
@@ -113,7 +106,7 @@ async def test_of_two_standbys_racing_for_an_expired_lease_one_wins() -> None:
 
 
 async def test_release_hands_over_at_once() -> None:
-    store, clock = FakeLeases(), Clock()
+    store, clock = FakeLeases(), FakeClock(1000.0)
     first, second = elector(store, clock, "a"), elector(store, clock, "b")
     assert await first._attempt(timeout=1)
     first.leading = True
@@ -125,7 +118,7 @@ async def test_release_hands_over_at_once() -> None:
 
 
 async def test_a_leader_whose_lease_was_taken_stops_at_once() -> None:
-    store, clock = FakeLeases(), Clock()
+    store, clock = FakeLeases(), FakeClock(1000.0)
     first = elector(store, clock, "a")
     assert await first._attempt(timeout=1)
     lease = store.get_lease("default", "ops", 1)

@@ -16,6 +16,7 @@ import pytest
 from hybrid_operator import errors
 from hybrid_operator.manager.sharding import ring
 from hybrid_operator.manager.sharding.membership import Member, RingConfig
+from support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 
@@ -101,18 +102,10 @@ class Owner:
         self.drained.append(buckets)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 CONFIG = dict(ring="r", namespace="ns", lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
 
 
-def member(store: Store, clock: Clock, name: str) -> Member:
+def member(store: Store, clock: FakeClock, name: str) -> Member:
     return Member(store, RingConfig(identity=name, **CONFIG), Owner(), clock=clock, name=name)  # type: ignore[arg-type]
 
 
@@ -122,7 +115,7 @@ def assert_safe(members: list[Member]) -> None:
             assert not first.held & second.held, f"{first.name} and {second.name} both hold {first.held & second.held}"
 
 
-async def rounds(members: list[Member], everyone: list[Member], clock: Clock, count: int) -> None:
+async def rounds(members: list[Member], everyone: list[Member], clock: FakeClock, count: int) -> None:
     for _ in range(count):
         clock.now += 2.0
         for m in members:
@@ -133,7 +126,7 @@ async def rounds(members: list[Member], everyone: list[Member], clock: Clock, co
 
 
 async def test_one_member_holds_everything_after_claim_and_confirm() -> None:
-    store, clock = Store(), Clock()
+    store, clock = Store(), FakeClock(100.0)
     alone = member(store, clock, "a")
     await alone.tick()
     assert alone.held == set() and alone.pending == set(range(ring.BUCKETS))
@@ -144,7 +137,7 @@ async def test_one_member_holds_everything_after_claim_and_confirm() -> None:
 
 
 async def test_joining_members_split_the_buckets_without_double_ownership() -> None:
-    store, clock = Store(), Clock()
+    store, clock = Store(), FakeClock(100.0)
     a, b, c = member(store, clock, "a"), member(store, clock, "b"), member(store, clock, "c")
     await rounds([a], [a, b, c], clock, 3)
     await rounds([a, b], [a, b, c], clock, 5)
@@ -156,7 +149,7 @@ async def test_joining_members_split_the_buckets_without_double_ownership() -> N
 
 
 async def test_a_dead_member_s_buckets_move_only_after_its_lease_expired() -> None:
-    store, clock = Store(), Clock()
+    store, clock = Store(), FakeClock(100.0)
     a, b = member(store, clock, "a"), member(store, clock, "b")
     await rounds([a, b], [a, b], clock, 6)
     dead = frozenset(b.held)
@@ -171,7 +164,7 @@ async def test_a_dead_member_s_buckets_move_only_after_its_lease_expired() -> No
 
 
 async def test_a_lease_renewed_after_it_was_seen_expired_is_not_deleted() -> None:
-    store, clock = Store(), Clock()
+    store, clock = Store(), FakeClock(100.0)
     a, b = member(store, clock, "a"), member(store, clock, "b")
     await rounds([a, b], [a, b], clock, 6)
     store.broken.add("b")  # b cannot renew, and a's deletes of b's Lease fail as well
@@ -188,7 +181,7 @@ async def test_a_lease_renewed_after_it_was_seen_expired_is_not_deleted() -> Non
 
 
 async def test_a_member_that_cannot_renew_drops_everything_before_others_may_take_over() -> None:
-    store, clock = Store(), Clock()
+    store, clock = Store(), FakeClock(100.0)
     a, b = member(store, clock, "a"), member(store, clock, "b")
     await rounds([a, b], [a, b], clock, 6)
     held = frozenset(b.held)
@@ -203,7 +196,7 @@ async def test_a_member_that_cannot_renew_drops_everything_before_others_may_tak
 
 
 async def test_leaving_deletes_the_lease_and_others_take_over_at_once() -> None:
-    store, clock = Store(), Clock()
+    store, clock = Store(), FakeClock(100.0)
     a, b = member(store, clock, "a"), member(store, clock, "b")
     await rounds([a, b], [a, b], clock, 6)
     stop = asyncio.Event()
