@@ -23,6 +23,7 @@ EXPECTED = [
     "one `k8s` ConfigMap task role, CR create → Successful",
     "6 ConfigMap CRs created at once → all Successful",
     "peak RSS of the operator's process tree during the 6-CR burst",
+    "peak PSS of the operator's process tree during the 6-CR burst",
     "4 idle CRs, 10 s period: interval between runs of a CR, median",
     "operator RSS idle with 30 CRs",
     "warm worker RSS idle",
