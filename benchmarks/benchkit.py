@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,42 +67,38 @@ def naive_run(work: Path, playbook: Path, *, roles: Path | None = None, env: Map
     return elapsed
 
 
-def tree_pids(root: int) -> list[int]:
-    """``root`` and all its descendants (by parent pid, from /proc)."""
+def tree_rss(root: int) -> dict[int, int]:
+    """The RSS in bytes of ``root`` and each of its descendants (by parent pid), from one scan of /proc."""
     children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rpartition(")")[2].split()
             children.setdefault(int(fields[1]), []).append(int(entry.name))
+            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, ValueError, IndexError):
             continue
-    found, todo = [], [root]
+    found: dict[int, int] = {}
+    todo = [root]
     while todo:
         pid = todo.pop()
-        found.append(pid)
+        found[pid] = rss.get(pid, 0)
         todo.extend(children.get(pid, []))
     return found
 
 
 def tree_rss_mib(root: int) -> float:
     """The summed RSS of ``root`` and all its descendants, in MiB: a page shared by forks counts once per process."""
-    total = 0
-    for pid in tree_pids(root):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError, IndexError):
-            continue
-    return total / 2**20
+    return sum(tree_rss(root).values()) / 2**20
 
 
-def tree_pss_mib(root: int) -> float:
-    """The summed PSS of ``root`` and all its descendants, in MiB: each page divided among the processes
-    sharing it, so the total is the memory the tree really holds (forked processes share most pages)."""
+def pss_mib(pids: Iterable[int]) -> float:
+    """The summed PSS of ``pids``, in MiB: each page divided among the processes sharing it, so the total
+    is the memory they really hold (forked processes share most pages)."""
     total = 0
-    for pid in tree_pids(root):
+    for pid in pids:
         try:
             for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
                 if line.startswith("Pss:"):
@@ -136,6 +132,7 @@ class PeakRss:
 
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, tree_rss_mib(self.root))
+            tree = tree_rss(self.root)
+            self.peak = max(self.peak, sum(tree.values()) / 2**20)
             if self.pss:
-                self.peak_pss = max(self.peak_pss, tree_pss_mib(self.root))
+                self.peak_pss = max(self.peak_pss, pss_mib(tree))
