@@ -19,11 +19,11 @@ server chose, and the survivors are frozen again.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import time
 from collections.abc import Callable
+
+from hybrid_operator.localcluster.periodic import Periodic
 
 #: how often everything alive is frozen
 FREEZE_SECONDS = 1.0
@@ -54,30 +54,17 @@ class HeapPacing:
         gc.freeze()
         self.freezes += 1
 
-    async def run(self) -> None:
-        """Step every ``freeze_seconds`` until cancelled; everything is thawed when it ends."""
-        try:
-            while True:
-                self.step()
-                await asyncio.sleep(self.freeze_seconds)
-        finally:
-            gc.unfreeze()
-
 
 class PacingTask:
-    """:class:`HeapPacing` as a task of the running loop (what the server starts and stops)."""
+    """:class:`HeapPacing` stepped by a :class:`Periodic` of the running loop; everything is thawed when it stops."""
 
     def __init__(self, pacing: HeapPacing | None = None) -> None:
         self.pacing = pacing or HeapPacing()
-        self._task: asyncio.Task[None] | None = None
+        self._ticker = Periodic("heap-pacing", self.pacing.step, self.pacing.freeze_seconds)
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self.pacing.run(), name="heap-pacing")
+        self._ticker.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._ticker.stop()
+        gc.unfreeze()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import logging
 import random
 import signal
@@ -33,6 +32,7 @@ from hybrid_operator.localcluster.apiserver.context import ServerConfig
 from hybrid_operator.localcluster.controllers.eventttl import EventExpiry
 from hybrid_operator.localcluster.controllers.manager import ControllerManager, ControllerSettings
 from hybrid_operator.localcluster.gcpacing import PacingTask
+from hybrid_operator.localcluster.periodic import Periodic
 from hybrid_operator.localcluster.resources import Registry
 from hybrid_operator.localcluster.semantics.crud import ObjectApi
 from hybrid_operator.localcluster.semantics.writes import WriteOptions
@@ -122,8 +122,8 @@ class ClusterServer:
         self._event_expiry = EventExpiry(self.api, options.event_ttl)
         self._audit: AuditLog | None = None
         self._heap_pacing = PacingTask()
-        self._stopping = asyncio.Event()
-        self._checkpoints: asyncio.Task[None] | None = None
+        self._checkpoints = Periodic("checkpoints", self.store.checkpoint, CHECKPOINT_SECONDS, in_thread=True,
+                                     failures=(sqlite3.Error,))
         self.port = options.port
         cert_dir = Path(tempfile.mkdtemp(prefix="hybrid-certs-")) if options.in_memory else options.data_dir
         files.tighten(cert_dir / "server.key", files.PRIVATE_FILE)
@@ -135,7 +135,7 @@ class ClusterServer:
 
     async def start(self) -> None:
         self._heap_pacing.start()
-        self._checkpoints = asyncio.get_running_loop().create_task(self._checkpoint_forever(), name="checkpoints")
+        self._checkpoints.start()
         if self.options.audit_log is not None:
             self._audit = AuditLog(self.options.audit_log)
         config = ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
@@ -162,20 +162,8 @@ class ClusterServer:
         log.info("cluster serving", extra={"url": self.url, "kubeconfig": str(self.options.kubeconfig),
                                            "objects": sum(self.store.count(k) for k in self.store.storage_keys())})
 
-    async def _checkpoint_forever(self) -> None:
-        """Checkpoint the store every :data:`CHECKPOINT_SECONDS` in a thread, until the server stops."""
-        while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), CHECKPOINT_SECONDS)
-            try:
-                await asyncio.to_thread(self.store.checkpoint)
-            except sqlite3.Error as exc:
-                log.warning("store checkpoint failed", extra={"error": str(exc)})
-
     async def stop(self) -> None:
-        self._stopping.set()
-        if self._checkpoints is not None:
-            await self._checkpoints  # ends within one checkpoint: the store is closed below
+        await self._checkpoints.stop()  # the checkpoint in flight ends first: the store is closed below
         await self._event_expiry.stop()
         if self._controllers is not None:
             await self._controllers.stop()
