@@ -139,8 +139,8 @@ def render(rows: list[Row], quick: bool, elapsed: float) -> str:
 async def measure(quick: bool, work: Path) -> list[Row]:
     playbook = work / "one-task.yml"
     playbook.write_text(PLAYBOOK)
-    rows = await single_runs(work, playbook, 2 if quick else 10)
-    rows += await burst_rows(work, playbook, 4 if quick else 200)
+    rows = await single_runs(work, playbook, 1 if quick else 10)
+    rows += await burst_rows(work, playbook, 2 if quick else 200)
     rows += await asyncio.to_thread(bench_e2e.measure, quick, work)
     # helm_bench.measure runs its own event loop: in a thread, not inside this one
     return rows + await asyncio.to_thread(helm_rows, quick)

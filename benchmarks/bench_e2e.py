@@ -45,34 +45,40 @@ from chaoslib.harness import (
 
 GROUP = "bench.hybrid.dev"
 NAMESPACE = "default"
-PERIOD = 10.0  # seconds: the reconcile period of the idle kind
 ECHO_TASKS = [{"name": "Say hello", "ansible.builtin.debug": {"msg": "hello"}}]
 CONFIGMAP_TASKS = [{"name": "The ConfigMap", "kubernetes.core.k8s": {"state": "present", "definition": {
     "apiVersion": "v1", "kind": "ConfigMap",
     "metadata": {"name": "{{ ansible_operator_meta.name }}-cm", "namespace": "{{ ansible_operator_meta.namespace }}"},
     "data": {"value": "bench"}}}}]
-#: kind -> (role, reconcilePeriod or None)
-KINDS: dict[str, tuple[str, str | None]] = {
-    "Echo": ("echo", None), "Cm": ("configmap", None), "Idle": ("echo", f"{PERIOD:.0f}s"), "Quiet": ("echo", None),
+#: kind -> (role, whether it has the idle rows' reconcilePeriod)
+KINDS: dict[str, tuple[str, bool]] = {
+    "Echo": ("echo", False), "Cm": ("configmap", False), "Idle": ("echo", True), "Quiet": ("echo", False),
 }
 
 
 @dataclass(frozen=True)
 class Counts:
-    """How much each figure does (``--quick`` shrinks all of them)."""
+    """How much each figure does (``--quick`` shrinks all of them: a smoke run, not a measurement)."""
 
     sequential: int
     burst: int
     burst_naive: int
     idle: int
+    #: the idle kind's reconcile period, and how long its runs are followed (a few periods)
+    period: float
     idle_seconds: float
     resident: int
+    #: the resident rows: seconds to let the operator settle, then samples one second apart
+    settle: float
+    samples: int
 
     @classmethod
     def of(cls, quick: bool) -> Counts:
         if quick:
-            return cls(sequential=2, burst=6, burst_naive=2, idle=4, idle_seconds=22.0, resident=30)
-        return cls(sequential=10, burst=200, burst_naive=200, idle=50, idle_seconds=60.0, resident=1000)
+            return cls(sequential=1, burst=3, burst_naive=1, idle=2, period=3.0, idle_seconds=8.0, resident=10,
+                       settle=1.0, samples=2)
+        return cls(sequential=10, burst=200, burst_naive=200, idle=50, period=10.0, idle_seconds=60.0,
+                   resident=1000, settle=5.0, samples=5)
 
 
 def plural(kind: str) -> str:
@@ -91,17 +97,17 @@ def crd(kind: str) -> dict[str, Any]:
                                    "schema": {"openAPIV3Schema": schema}}]}}
 
 
-def write_project(root: Path) -> Path:
+def write_project(root: Path, period: float) -> Path:
     """Roles, watches, CRDs and the naive baseline's playbooks under ``root``; the watches file."""
     for role, tasks in (("echo", ECHO_TASKS), ("configmap", CONFIGMAP_TASKS)):
         (root / "roles" / role / "tasks").mkdir(parents=True)
         (root / "roles" / role / "tasks" / "main.yml").write_text(yaml.safe_dump(tasks, sort_keys=False))
         (root / f"{role}.yml").write_text(yaml.safe_dump([{"hosts": "localhost", "roles": [role]}]))
     watches = []
-    for kind, (role, period) in KINDS.items():
+    for kind, (role, periodic) in KINDS.items():
         entry: dict[str, Any] = {"group": GROUP, "version": "v1", "kind": kind, "role": str(root / "roles" / role)}
-        if period is not None:
-            entry["reconcilePeriod"] = period
+        if periodic:
+            entry["reconcilePeriod"] = f"{period:g}s"
         watches.append(entry)
     (root / "watches.yaml").write_text(yaml.safe_dump(watches, sort_keys=False))
     (root / "crds.yaml").write_text(yaml.safe_dump_all([crd(kind) for kind in KINDS]))
@@ -204,11 +210,11 @@ class Bench:
 
 
 @contextlib.contextmanager
-def running(work: Path) -> Iterator[Bench]:
+def running(work: Path, counts: Counts) -> Iterator[Bench]:
     """A cluster with the bench CRDs and an operator (default flags, JSON logs) on the generated project."""
     project = work / "project"
     project.mkdir(parents=True)
-    watches = write_project(project)
+    watches = write_project(project, counts.period)
     cluster = ClusterProcess(work / "cluster")
     cluster.start()
     bin_dir = str(Path(sys.executable).parent)
@@ -304,7 +310,7 @@ def follow_runs(operator: OperatorProcess, kind: str, seconds: float) -> dict[st
 
 
 def idle_rows(bench: Bench, counts: Counts) -> list[Row]:
-    """``counts.idle`` CRs of the 10 s kind: intervals between consecutive runs of each, over a window."""
+    """``counts.idle`` CRs of the periodic kind: intervals between consecutive runs of each, over a window."""
     names = [f"idle-{index}" for index in range(counts.idle)]
     with bench.watch("Idle") as watch:
         for name in names:
@@ -314,14 +320,14 @@ def idle_rows(bench: Bench, counts: Counts) -> list[Row]:
     for name in names:
         bench.delete("Idle", name)
     intervals = sorted(later - earlier for runs in stamps.values() for earlier, later in itertools.pairwise(runs))
-    figure = f"{counts.idle} idle CRs, {PERIOD:.0f} s period: interval between runs of a CR"
+    figure = f"{counts.idle} idle CRs, {counts.period:g} s period: interval between runs of a CR"
     note = (f"{len(intervals)} intervals over {counts.idle_seconds:.0f} s, "
             f"{sum(map(len, stamps.values()))} runs; from the operator's `run finished` log lines")
     if not intervals:
-        return [Row(f"{figure}, median", None, "the period asked for", PERIOD, note=note)]
+        return [Row(f"{figure}, median", None, "the period asked for", counts.period, note=note)]
     p90 = intervals[min(len(intervals) - 1, int(0.9 * len(intervals)))]
-    return [Row(f"{figure}, median", statistics.median(intervals), "the period asked for", PERIOD, note=note),
-            Row(f"{figure}, p90", p90, "the period asked for", PERIOD)]
+    return [Row(f"{figure}, median", statistics.median(intervals), "the period asked for", counts.period, note=note),
+            Row(f"{figure}, p90", p90, "the period asked for", counts.period)]
 
 
 def worker_pid(operator_pid: int) -> int | None:
@@ -334,7 +340,7 @@ def worker_pid(operator_pid: int) -> int | None:
     return None
 
 
-def settled_median(probe: Callable[[], float], samples: int = 5) -> float:
+def settled_median(probe: Callable[[], float], samples: int) -> float:
     values = []
     for _ in range(samples):
         values.append(probe())
@@ -349,12 +355,13 @@ def resident_rows(bench: Bench, counts: Counts, others: int) -> list[Row]:
         for name in names:
             bench.create("Quiet", name)
         done = watch.wait(names, 120.0 + 2.0 * counts.resident)
-    time.sleep(5.0)
-    operator = settled_median(lambda: rss_mib(bench.operator.pid))
+    time.sleep(counts.settle)
+    operator = settled_median(lambda: rss_mib(bench.operator.pid), counts.samples)
     worker = worker_pid(bench.operator.pid)
-    worker_rss = settled_median(lambda: rss_mib(worker)) if worker is not None else None
+    worker_rss = settled_median(lambda: rss_mib(worker), counts.samples) if worker is not None else None
     zygotes = tree_rss_mib(worker) - (worker_rss or 0.0) if worker is not None else 0.0
-    note = f"{counts.resident} trivial CRs converged (+ {others} from the rows above); median of 5 samples"
+    note = (f"{counts.resident} trivial CRs converged (+ {others} from the rows above); "
+            f"median of {counts.samples} samples")
     if not done:
         note = f"timed out: {sum(name in watch.seen for name in names)} of {counts.resident} Successful; " + note
     return [Row(f"operator RSS idle with {counts.resident:,} CRs", operator, "target 150 MiB", 150.0, unit="MiB",
@@ -367,7 +374,7 @@ def resident_rows(bench: Bench, counts: Counts, others: int) -> list[Row]:
 def measure(quick: bool, work: Path) -> list[Row]:
     """Every end-to-end row, against one cluster and one operator started for them."""
     counts = Counts.of(quick)
-    with running(work / "e2e") as bench:
+    with running(work / "e2e", counts) as bench:
         rows = [sequential_row(bench, "Echo", counts.sequential, "one-task role"),
                 sequential_row(bench, "Cm", counts.sequential, "one `k8s` ConfigMap task role")]
         rows += burst_rows(bench, counts)

@@ -217,7 +217,7 @@ async def _chart_rows(bench: Bench, label: str, chart: Path, repeats: int) -> li
 
 
 async def _measure(quick: bool) -> list[Row]:
-    repeats = 4 if quick else 12
+    repeats = 2 if quick else 12
     with tempfile.TemporaryDirectory(prefix="helm-bench-") as temp:
         workdir = Path(temp)
         bench = Bench(workdir)
@@ -253,7 +253,7 @@ def main() -> None:
     rows = measure(args.quick)
     print(table(rows))
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\nmedians of {4 if args.quick else 12} interleaved repeats; nproc {os.cpu_count()}, "
+    print(f"\nmedians of {2 if args.quick else 12} interleaved repeats; nproc {os.cpu_count()}, "
           f"load average (1/5/15 min) {load}, Python {platform.python_version()}, {platform.machine()}")
 
 
