@@ -17,9 +17,11 @@ CONFORMANCE_FLAGS ?=
 PYTEST_FLAGS ?=
 # flags for `hybrid-operator up` (make run) or `cluster` (make cluster), e.g. ARGS='--port 6444'
 ARGS ?=
-# `make test` runs the test files on two workers (pytest-xdist); a file's tests stay on one worker,
-# so module fixtures (an operator process, a namespace) are shared as written. TEST_WORKERS=0: serial.
-TEST_WORKERS ?= 2
+# `make test` runs the test files on four workers (pytest-xdist); a file's tests stay on one worker,
+# so module fixtures (an operator process, a namespace) are shared as written. Four on two cores: most
+# of an e2e test's time is spent waiting (for a playbook, a lease, a period), and two workers left the
+# cores idle for much of it. TEST_WORKERS=0: serial.
+TEST_WORKERS ?= 4
 
 .PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench bench-quick bench-cluster bench-sharding bench-helm chaos chaos-smoke clean \
 	manifests molecule dist conformance

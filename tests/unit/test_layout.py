@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from support.scheduling import LONGEST_FIRST, TESTS
+
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,3 +23,8 @@ def test_test_module_names_are_unique() -> None:
 def test_operator_dir_is_not_a_package() -> None:
     # operator/__init__.py would shadow the standard library's `operator` module.
     assert not (REPO / "operator" / "__init__.py").exists()
+
+
+def test_the_longest_first_files_exist() -> None:
+    missing = [name for name in LONGEST_FIRST if not (TESTS / name).is_file()]
+    assert not missing, f"tests/conftest.py LONGEST_FIRST names files that do not exist: {missing}"
