@@ -2,8 +2,10 @@
 
 init → create api (role) → create api (new chart) → make manifests → hybrid-operator up (its own
 port and data dir) → the samples reach success → molecule test of the role kind's scenario (starting
-its own embedded cluster). The Helm kind's scenario is made from the same templates; both run, with the
-rest of a new project's path, in ``make test-newcomer`` (tests/e2e/test_newcomer.py: ``make molecule``).
+its own embedded cluster; marker ``newcomer``, so in ``make test-newcomer``, beside
+tests/e2e/test_newcomer.py's ``make molecule`` of a new project). ``make test`` runs the repository's
+``website`` scenario instead (tests/integration/test_molecule_scenarios.py): the same shared playbooks
+and a scenario file exactly as ``create api`` writes it (tests/unit/test_scaffold.py checks both).
 """
 
 from __future__ import annotations
@@ -81,6 +83,10 @@ def up(project: Path, workdir: Path, env: dict[str, str]) -> Iterator[dict[str, 
         process = subprocess.Popen(command, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: Path(env["KUBECONFIG"]).exists() or process.poll() is not None, "the local cluster")
+        # the kubeconfig is written when the cluster answers; `up` installs the CRDs after that
+        wait_for(lambda: process.poll() is not None or subprocess.run(
+            [find_binary("kubectl"), "get", "shops.shop.example.com,caches.cache.example.com"], env=env,
+            capture_output=True, timeout=30, check=False).returncode == 0, "the CRDs to be served")
         assert process.poll() is None, (workdir / "up.log").read_text()[-3000:]
         yield env
     finally:
@@ -118,6 +124,7 @@ def test_up_reconciles_both_samples(project: Path, up: dict[str, str]) -> None:
     assert deployment is not None and deployment["spec"]["replicas"] == 1
 
 
+@pytest.mark.newcomer
 def test_the_molecule_scenario_of_the_new_role_kind_passes(project: Path, env: dict[str, str], workdir: Path) -> None:
     assert sorted(p.parent.name for p in (project / "molecule").glob("*/molecule.yml")) == ["cache", "shop"]
     scenario_env = {key: value for key, value in env.items() if key not in ("KUBECONFIG", "MOLECULE_KUBECONFIG")}

@@ -12,16 +12,15 @@ TESTS = Path(__file__).resolve().parent.parent
 #: changes nothing but when a file starts; tests/unit/test_layout.py checks that every name exists.
 LONGEST_FIRST = (
     "integration/test_chaos_smoke.py",
-    "e2e/test_operations.py",
-    "e2e/test_reliability.py",
     "integration/test_molecule_scenarios.py",
     "e2e/test_sharded_replicas.py",
-    "e2e/test_scaffold_workflow.py",
-    "integration/test_ansible_bench_smoke.py",
+    "e2e/test_operations.py",
     "e2e/test_dependents.py",
-    "e2e/test_preview_cli.py",
+    "e2e/test_reliability.py",
+    "integration/test_ansible_bench_smoke.py",
     "e2e/test_database.py",
     "e2e/test_ansible_kinds.py",
+    "e2e/test_preview_cli.py",
     "e2e/test_helm_kinds.py",
     "integration/test_ansible_k8s.py",
     "e2e/test_up.py",
@@ -30,4 +29,5 @@ LONGEST_FIRST = (
     "integration/test_check_cli.py",
     "integration/test_warm_runner.py",
     "integration/test_proxy.py",
+    "e2e/test_scaffold_workflow.py",
 )

@@ -173,6 +173,20 @@ def test_existing_role_is_kept(project_dir: Path) -> None:
     assert "mine" in (project_dir / "roles/shop/tasks/main.yml").read_text()
 
 
+def test_this_repository_runs_the_molecule_scenarios_create_api_writes() -> None:
+    """So `make test`'s run of the website scenario is the run of a scenario a new project gets."""
+    for path in sorted((REPO / "molecule").glob("*/molecule.yml")):
+        written = yaml.safe_load(path.read_text())
+        inputs = written["provisioner"]["inventory"]["group_vars"]["all"]
+        made = scaffold.molecule_scenario(path.parent.name.capitalize(), inputs["sample_file"],
+                                          inputs["success_condition"], inputs["expected_objects"])
+        assert yaml.safe_load(made) == written, f"{path} differs from what `create api` writes"
+    assert (REPO / "molecule/website/molecule.yml").read_text() == scaffold.molecule_scenario(
+        "Website", "config/samples/web_v1alpha1_website.yaml", "Successful",
+        [{"api_version": "v1", "kind": "ConfigMap", "name": "hello-content"},
+         {"api_version": "apps/v1", "kind": "Deployment", "name": "hello-web"}])
+
+
 def test_this_repository_runs_the_molecule_playbooks_init_writes() -> None:
     for relative, text in scaffold.molecule_shared_files().items():
         assert (REPO / relative).read_text() == text, f"{relative} differs from the template init writes"
