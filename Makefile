@@ -23,7 +23,7 @@ ARGS ?=
 # cores idle for much of it. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 4
 
-.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench bench-quick bench-cluster bench-sharding bench-helm chaos chaos-smoke clean \
+.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench bench-quick bench-cluster bench-sharding bench-helm chaos chaos-smoke coverage clean \
 	manifests molecule dist conformance
 
 setup: $(STAMP)
@@ -89,6 +89,11 @@ bench-cluster: setup
 
 bench-helm: setup  ## Helm no-change resync against `helm upgrade` (benchmarks/helm_bench.py; ARGS=--quick)
 	$(BIN)/python benchmarks/helm_bench.py $(ARGS)
+
+coverage: setup  ## make test's pytest run with line coverage of hybrid_operator, subprocesses included (slower): the report, and .coverage
+	rm -f .coverage .coverage.*
+	COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not newcomer" \
+		--cov --cov-report=term $(PYTEST_FLAGS)
 
 chaos-smoke: setup  ## `make chaos --quick` checked: every scenario ran, 0 lost, 0 duplicated (also in make test)
 	$(BIN)/pytest -m chaos -q $(PYTEST_FLAGS)
