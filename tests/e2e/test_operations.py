@@ -230,7 +230,9 @@ def test_idle_shutdown_is_fast(ops: OperatorProcess, monkeypatch: pytest.MonkeyP
         started = time.monotonic()
         process.process.send_signal(signal.SIGTERM)
         assert process.process.wait(timeout=30) == 0
-        assert time.monotonic() - started < 3.0
+        # nothing runs, so nothing waits for --graceful-shutdown-timeout (30 s); the bound is far from
+        # 30 s and loose enough for a loaded machine (5.3 s seen with four test workers on two cores)
+        assert time.monotonic() - started < 12.0
     finally:
         process.stop()
 
