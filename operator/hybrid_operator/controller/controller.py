@@ -149,24 +149,27 @@ class Controller:
         for index in self.trigger_indexes:
             index.update(key, None if event_type == "DELETED" else body)
         current = predicates.seen(body)
-        if predicates.wants_reconcile(self.seen.get(key), current, event_type, predicates.metadata_changes(self.watch)):
-            self._wanted(key, event_type, body)
+        previous = self.seen.get(key)
+        if predicates.wants_reconcile(previous, current, event_type, predicates.metadata_changes(self.watch)):
+            self._wanted(key, event_type, body, first_sight=previous is None)
         if event_type == "DELETED":
             self.seen.pop(key, None)
         else:
             self.seen[key] = current
 
-    def _wanted(self, key: Key, event_type: str, body: dict[str, Any]) -> None:
+    def _wanted(self, key: Key, event_type: str, body: dict[str, Any], *, first_sight: bool = False) -> None:
         """An event the filter passed: queue the key, unless the event is the echo of our own write.
 
         While the key is being reconciled, the reconcile's own writes are not all known yet (an event
-        can arrive before the write's answer): the event is decided when the reconcile ends.
+        can arrive before the write's answer): the event is decided when the reconcile ends. A first
+        sight is never an echo: an object forgotten at a shard hand-over (:meth:`release_keys`) comes
+        back in the state its cancelled reconcile wrote last, and must be reconciled.
         """
         if event_type == "DELETED":
             self.queue.add(key)
         elif key in self._running:
             self._deferred.setdefault(key, []).append(body)
-        elif not self.own_writes.is_own(body):
+        elif first_sight or not self.own_writes.is_own(body):
             self.queue.add(key)
 
     def _settle_deferred(self, key: Key) -> None:
