@@ -157,7 +157,7 @@ class Controller:
         else:
             self.seen[key] = current
 
-    def _wanted(self, key: Key, event_type: str, body: dict[str, Any], *, first_sight: bool = False) -> None:
+    def _wanted(self, key: Key, event_type: str, body: dict[str, Any], *, first_sight: bool) -> None:
         """An event the filter passed: queue the key, unless the event is the echo of our own write.
 
         While the key is being reconciled, the reconcile's own writes are not all known yet (an event
