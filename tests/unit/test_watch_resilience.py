@@ -250,3 +250,39 @@ async def test_a_watch_ended_at_once_without_an_event_is_retried_with_the_backof
     assert sleeps.delays[:3] == [1.0, 2.0, 4.0], "each watch ended at once is followed by a longer wait"
     assert cluster.lists >= 4, "and lists again, as after any failure"
     assert [record.getMessage() for record in caplog.records] == ["watch failed"], "one warning per streak"
+
+
+class FailsWhenTold(FlakyCluster):
+    """Every watch stays open until ``fail`` is set, then fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = asyncio.Event()
+
+    async def watch(self, ref: ResourceRef, namespace: str, resource_version: str,
+                    timeout_seconds: int = 300, shard_selector: str = "") -> AsyncIterator[dict[str, Any]]:
+        self.watches += 1
+        await self.fail.wait()
+        raise errors.TemporaryError("watch of ConfigMap answered 500")
+        yield {}
+
+
+async def test_a_cancel_that_meets_a_failing_watch_still_stops_the_follower() -> None:
+    # asyncio.TaskGroup gives a child's error priority over the cancellation of its parent: the
+    # follower saw a TemporaryError, retried, and ran on after shutdown or a shard hand-over.
+    cluster = FailsWhenTold()
+    task = asyncio.create_task(informer.follow(cluster, ("", "v1", "ConfigMap"), (), Handler(),  # type: ignore[arg-type]
+                                               what="dependents /v1/ConfigMap"))
+    for _ in range(500):  # resolve and list run in threads: real time passes
+        if cluster.watches:
+            break
+        await real_sleep(0.01)
+    assert cluster.watches == 1
+    cluster.fail.set()
+    task.cancel()  # in the same step: the watch fails while the cancellation is delivered
+    done, _ = await asyncio.wait([task], timeout=5)
+    if not done:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert done and task.cancelled(), "the follower is cancelled, not retrying the failed watch"
+    assert cluster.watches == 1

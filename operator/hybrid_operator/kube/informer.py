@@ -132,19 +132,24 @@ class _Sharding:
 
 async def _follow_scopes(cluster: ClusterClient, ref: ResourceRef, scopes: Sequence[str], handler: Handler,
                          listed: Callable[[], None], working: Callable[[], None], shard: _Sharding) -> None:
-    """Follow every scope at once; when one fails, the others are stopped too (and all start over)."""
+    """Follow every scope at once; when one fails, the others are stopped too (and all start over).
+
+    Not an ``asyncio.TaskGroup``: when a scope fails while the follower is being cancelled, Python
+    3.11's TaskGroup raises the scope's error and drops the cancellation, and the follower went on
+    retrying after shutdown or a shard hand-over. Here a cancellation always wins.
+    """
+    tasks = [asyncio.create_task(_follow_scope(cluster, ref, scope, handler, listed, working, shard))
+             for scope in scopes]
     try:
-        async with asyncio.TaskGroup() as group:
-            for scope in scopes:
-                group.create_task(_follow_scope(cluster, ref, scope, handler, listed, working, shard))
-    except BaseExceptionGroup as failed:
-        raise _first(failed) from None
-
-
-def _first(group: BaseExceptionGroup[Any]) -> BaseException:
-    for error in group.exceptions:
-        return _first(error) if isinstance(error, BaseExceptionGroup) else error
-    return group
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        failures = [task.exception() for task in tasks if not task.cancelled()]
+    for failure in failures:
+        if failure is not None:
+            raise failure
 
 
 async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler,
