@@ -24,25 +24,22 @@ import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from support.cluster import Cluster, create_namespace, delete_namespaces, namespace_names
-from support.scheduling import LONGEST_FIRST, TESTS
+from support.scheduling import LongestFirstScheduling
 
 _serial = itertools.count(1)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files of ``LONGEST_FIRST`` first, in its order; every other file after them, as collected."""
-    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
-
-    def key(item: pytest.Item) -> int:
-        if not item.path.is_relative_to(TESTS):
-            return len(rank)
-        return rank.get(item.path.relative_to(TESTS).as_posix(), len(rank))
-
-    items.sort(key=key)  # stable: the tests of a file keep their order
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LongestFirstScheduling | None:
+    """``--dist loadfile`` hands the longest files out first (``support.scheduling`` says why)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    return LongestFirstScheduling(config, log)
 
 
 def namespace_for(name: str) -> str:

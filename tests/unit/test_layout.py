@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from support.scheduling import LONGEST_FIRST, TESTS
+from support.scheduling import ESTIMATED_SECONDS, TESTS
 
 pytestmark = pytest.mark.unit
 
@@ -25,6 +25,6 @@ def test_operator_dir_is_not_a_package() -> None:
     assert not (REPO / "operator" / "__init__.py").exists()
 
 
-def test_the_longest_first_files_exist() -> None:
-    missing = [name for name in LONGEST_FIRST if not (TESTS / name).is_file()]
-    assert not missing, f"tests/conftest.py LONGEST_FIRST names files that do not exist: {missing}"
+def test_the_scheduling_estimates_name_files_that_exist() -> None:
+    missing = [name for name in ESTIMATED_SECONDS if not (TESTS / name).is_file()]
+    assert not missing, f"tests/support/scheduling.py ESTIMATED_SECONDS names files that do not exist: {missing}"
