@@ -29,9 +29,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sharding"
 WATCHES = FIXTURES / "watches.yaml"
-#: CRs of each burst: enough that each of three replicas has several running and waiting when one is
-#: killed or a third joins (3 at a time each); 18 cross the same moves as the 30 used before.
+#: CRs of the kill burst: enough that each of three replicas has several running and waiting when one
+#: is killed (3 at a time each), however the ring spreads the names.
 CRS = 18
+#: CRs of each scaling burst: two replicas run 6 at a time, so 12 keep both busy with runs waiting
+#: when the third joins, and the second generation of all 12 crosses the hand-over.
+SCALE_CRS = 12
 LEASE = ("--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s",
          "--leader-elect-retry-period", "1s")
 
@@ -202,7 +205,7 @@ def scale_two_to_three(cluster: Cluster, ns: str, tmp_path: Path, replicas: list
     span_log.touch()
     replicas += [start_replica(cluster, tmp_path, f"r{i}", ns) for i in range(2)]
     wait_for(lambda: all(ready(r) for r in replicas), "two ready replicas", timeout=90)
-    names = [f"c{i}" for i in range(CRS)]
+    names = [f"c{i}" for i in range(SCALE_CRS)]
     create(cluster, ns, names, span_log)
     wait_for(lambda: len(span_log.read_text().splitlines()) >= 10, "the burst to be under way")
     replicas.append(start_replica(cluster, tmp_path, "r2", ns))
