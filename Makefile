@@ -13,6 +13,10 @@ override PATH := $(if $(filter $(CHECKOUT),$(ENV_PATH)),/usr/local/bin:/usr/bin:
 endif
 override PATH := $(BIN):$(PATH)
 export PATH
+# Python writes bytecode, as it does by default, even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE=1 on this project's CI machines): `make test` starts hundreds of Python processes
+# (operators, clusters, playbooks, the CLI), and each compiled hybrid_operator from source again.
+unexport PYTHONDONTWRITEBYTECODE
 CONFORMANCE_FLAGS ?=
 PYTEST_FLAGS ?=
 # flags for `hybrid-operator up` (make run) or `cluster` (make cluster), e.g. ARGS='--port 6444'
