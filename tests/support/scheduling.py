@@ -89,8 +89,6 @@ class LongestFirstScheduling(LoadFileScheduling):
                 units.setdefault(self._split_scope(nodeid), {})[nodeid] = False
             ordered = sorted(units, key=lambda scope: -estimate(scope))  # stable: ties keep collection order
             self.workqueue = OrderedDict((scope, units[scope]) for scope in ordered)
-            for node in self.nodes:
-                self.assigned_work.setdefault(node, {})
         for node in self.nodes:
             self._reschedule(node)
             self._reschedule(node)  # a first file of one long test is followed by a short one at once
@@ -105,18 +103,9 @@ class LongestFirstScheduling(LoadFileScheduling):
                    for nodeid, done in tests.items() if not done]
         if len(pending) > 1:
             return
-        if pending and self._expected_seconds(pending[0][0]) > LONG_TEST_SECONDS:
-            scope = next(reversed(self.workqueue))
-        else:
-            scope = next(iter(self.workqueue))
-        self._give(node, scope)
-
-    def _expected_seconds(self, scope: str) -> float:
-        tests = sum(1 for nodeid in self.collection or () if self._split_scope(nodeid) == scope)
-        return estimate(scope) / max(tests, 1)
-
-    def _give(self, node: Any, scope: str) -> None:
-        unit = self.workqueue.pop(scope)
-        self.assigned_work[node][scope] = unit
-        collection = self.registered_collections[node]
-        node.send_runtest_some([collection.index(nodeid) for nodeid, done in unit.items() if not done])
+        if pending:
+            scope = pending[0][0]
+            per_test = estimate(scope) / len(self.assigned_work[node][scope])
+            if per_test > LONG_TEST_SECONDS:
+                self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)  # the shortest
+        self._assign_work_unit(node)  # xdist's: sends the first unit of the queue
