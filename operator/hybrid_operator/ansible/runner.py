@@ -256,7 +256,7 @@ class AnsibleRunner:
             "ident": ident,
             "rotate_artifacts": 0,
             "project_dir": str(self._project_dir),
-            "inventory": _inventory(private, env, self._python),
+            "inventory": _inventory(private, env, self.module_python),
             "cmdline": shlex.join([*request.ansible_args, "-e", f"@{extra_vars_file}", *self.pinned_arguments()]),
             "settings": {"pexpect_timeout": CANCEL_POLL_SECONDS},
             "fact_cache_type": "memory",
@@ -273,10 +273,17 @@ class AnsibleRunner:
             kwargs["timeout"] = math.ceil(self._timeout)
         return kwargs
 
+    @property
+    def module_python(self) -> Path:
+        """The interpreter of the runs' modules: in warm mode the warm module launcher (which execs this
+        Python for anything but a module file), else this Python."""
+        launcher = self._warm.module_interpreter if self._warm is not None else None
+        return launcher or self._python
+
     def pinned_arguments(self) -> list[str]:
-        """The last ``ansible-playbook`` arguments: the local connection and this Python, which no extra var
-        given before them can override."""
-        pinned = {"ansible_connection": "local", "ansible_python_interpreter": str(self._python)}
+        """The last ``ansible-playbook`` arguments: the local connection and the modules' interpreter
+        (:attr:`module_python`), which no extra var given before them can override."""
+        pinned = {"ansible_connection": "local", "ansible_python_interpreter": str(self.module_python)}
         return ["-c", "local", "-e", json.dumps(pinned)]
 
     def _environment(self, request: RunRequest) -> dict[str, str]:

@@ -20,10 +20,12 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from hybrid_operator import processes
+from hybrid_operator.ansible import modulehost
 from hybrid_operator.ansible.runs import CANCEL_POLL_SECONDS
 from hybrid_operator.ansible.warmworker import PER_RUN_ENV
 
@@ -78,11 +81,23 @@ class WarmPool:
         self.exec_runs = 0
         #: why the last run that exec'd did not run in-process
         self.last_refusal: str | None = None
+        self._broker: subprocess.Popen[bytes] | None = None
+        self._module_dir: Path | None = None
+        #: the launcher pinned as a warm run's module interpreter (modulehost.py); None: this Python
+        self.module_interpreter: Path | None = None
+        self._module_socket: Path | None = None
+        try:
+            self._module_dir = Path(tempfile.mkdtemp(prefix="hybrid-modules-"))
+            launcher = modulehost.write_launcher(self._module_dir, str(self._python))
+            self.module_interpreter, self._module_socket = launcher
+        except OSError as error:
+            logger.warning("warm Ansible modules unavailable; modules start cold", extra={"error": str(error)})
 
     # -- the worker process ---------------------------------------------------------------------
 
     def _ensure_worker(self) -> socket.socket:
         """The control socket of a live worker, starting one if there is none (call with the lock held)."""
+        self._ensure_broker()
         if self._process is not None and self._process.poll() is None and self._control is not None:
             return self._control
         if self._process is not None:
@@ -106,6 +121,32 @@ class WarmPool:
         logger.info("warm Ansible worker started", extra={"pid": self._process.pid})
         return mine
 
+    def _ensure_broker(self) -> None:
+        """Start the warm module broker if it is not running (call with the lock held). A launcher that
+        cannot reach it runs its module cold, so a failure here costs speed only."""
+        if self._module_socket is None or (self._broker is not None and self._broker.poll() is None):
+            return
+        try:
+            self._broker = subprocess.Popen(
+                [str(self._python), "-m", "hybrid_operator.ansible.modulehost", "broker", str(self._module_socket)],
+                start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env={**os.environ, **self._env},
+                preexec_fn=processes.parent_death_signal(),  # noqa: PLW1509 -- async-signal-safe prctl only
+            )
+        except OSError as error:
+            logger.warning("warm module broker not started; modules start cold", extra={"error": str(error)})
+
+    def _stop_broker(self) -> None:
+        broker, self._broker = self._broker, None
+        if broker is None:
+            return
+        broker.terminate()
+        try:
+            broker.wait(timeout=_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+            broker.wait()
+
     def _stop_locked(self) -> None:
         if self._control is not None:
             self._control.close()
@@ -123,6 +164,10 @@ class WarmPool:
         """Stop the worker (its zygotes die with it; runs in flight were cancelled by the caller)."""
         with self._lock:
             self._stop_locked()
+            self._stop_broker()
+            if self._module_dir is not None:
+                shutil.rmtree(self._module_dir, ignore_errors=True)
+                self._module_dir = self.module_interpreter = None
 
     @property
     def worker_pid(self) -> int | None:

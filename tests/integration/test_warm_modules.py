@@ -1,0 +1,142 @@
+"""Warm modules (ansible/modulehost.py): a warm run's Python modules execute in forks of an interpreter
+that has imported the Kubernetes client, with the module's own environment, status and streams, and
+die with a cancelled run; cold mode and anything that is not a module file go to the real Python.
+
+The module here (``ansible_fixtures/warm_modules/library/warm_probe.py``) reports its parent process,
+whether ``kubernetes`` was imported before it started, and its environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hybrid_operator.ansible.runner import AnsibleRunner
+from hybrid_operator.ansible.runs import RunRequest
+from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind
+
+pytestmark = pytest.mark.integration
+
+PLAYBOOK = Path(__file__).parent / "ansible_fixtures" / "warm_modules" / "probe.yml"
+GVK = GroupVersionKind("cache.example.com", "v1alpha1", "Memcached")
+
+
+@pytest.fixture
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("ANSIBLE_GATHERING", "ANSIBLE_CONFIG", "KUBECONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+async def make_runner(tmp_path: Path, mode: str) -> AnsibleRunner:
+    work = tmp_path / f"work-{mode}"
+    work.mkdir()
+    return AnsibleRunner(max_workers=2, timeout=120, work_dir=work, project_dir=tmp_path, mode=mode)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def warm(tmp_path: Path, isolated_home: Path) -> AsyncIterator[AnsibleRunner]:
+    runner = await make_runner(tmp_path, "warm")
+    yield runner
+    await runner.close()
+
+
+def probe_request(tmp_path: Path, name: str, spec: dict[str, Any], kubeconfig: Path | None = None) -> RunRequest:
+    cr = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+          "metadata": {"name": name, "namespace": "default", "uid": name},
+          "spec": {"out": str(tmp_path / f"{name}.json"), **spec}}
+    return RunRequest(cr=cr, watch=AnsibleWatch(gvk=GVK, playbook=PLAYBOOK), artifacts_root=tmp_path / "artifacts",
+                      kubeconfig=kubeconfig)
+
+
+async def probe(runner: AnsibleRunner, tmp_path: Path, name: str, spec: dict[str, Any] | None = None,
+                kubeconfig: Path | None = None) -> dict[str, Any]:
+    result = await runner.run(probe_request(tmp_path, name, spec or {}, kubeconfig))
+    assert result.succeeded, result.failure_message
+    report: dict[str, Any] = json.loads((tmp_path / f"{name}.json").read_text())
+    return report
+
+
+async def test_modules_run_in_a_pre_imported_interpreter_with_each_runs_own_environment(
+        warm: AnsibleRunner, tmp_path: Path) -> None:
+    first_config, second_config = tmp_path / "first.kubeconfig", tmp_path / "second.kubeconfig"
+    first = await probe(warm, tmp_path, "first", kubeconfig=first_config)
+    second = await probe(warm, tmp_path, "second", kubeconfig=second_config)
+    other_env = await probe(warm, tmp_path, "third", {"task_env": "other"}, kubeconfig=first_config)
+
+    for report in (first, second, other_env):
+        assert report["preloaded"] is True
+        assert "hybrid_operator.ansible.modulehost zygote" in report["parent"]
+        assert report["argv0"] == "warm_probe.py"  # as AnsiballZ sets it, warm or cold
+        assert report["executable"] == sys.executable
+    # one zygote for runs that differ only in their kubeconfig, each seeing its own
+    assert first["parent_pid"] == second["parent_pid"]
+    assert (first["kubeconfig"], first["kube_default"]) == (str(first_config), str(first_config))
+    assert (second["kubeconfig"], second["kube_default"]) == (str(second_config), str(second_config))
+    # a task's `environment:` is part of what the libraries saw at import: another zygote
+    assert other_env["parent_pid"] != first["parent_pid"]
+    assert (first["task_env"], other_env["task_env"]) == ("none", "other")
+
+
+async def test_cold_mode_starts_each_module_as_a_fresh_interpreter(tmp_path: Path, isolated_home: Path) -> None:
+    runner = await make_runner(tmp_path, "cold")
+    try:
+        report = await probe(runner, tmp_path, "cold")
+    finally:
+        await runner.close()
+
+    assert report["preloaded"] is False
+    assert "modulehost" not in report["parent"]
+    assert report["argv0"] == "warm_probe.py"
+    assert report["executable"] == sys.executable
+
+
+@pytest.mark.parametrize(("mode", "message"), [
+    ("fail", "the probe failed on purpose"),  # fail_json
+    ("raise", "MODULE FAILURE"),  # an uncaught exception: the traceback on stderr, exit status 1
+])
+async def test_a_failing_module_fails_its_task_as_it_does_cold(
+        warm: AnsibleRunner, tmp_path: Path, mode: str, message: str) -> None:
+    cold = await make_runner(tmp_path, "cold")
+    try:
+        cold_result = await cold.run(probe_request(tmp_path, mode, {"mode": mode}))
+    finally:
+        await cold.close()
+    warm_result = await warm.run(probe_request(tmp_path, mode, {"mode": mode}))
+
+    assert (warm_result.succeeded, warm_result.failures) == (cold_result.succeeded, cold_result.failures) == (False, 1)
+    assert message in (warm_result.failure_message or "")
+    assert warm_result.failure_message == cold_result.failure_message
+    assert not (tmp_path / f"{mode}.json").exists()
+
+
+async def test_a_cancelled_run_kills_its_warm_module(warm: AnsibleRunner, tmp_path: Path) -> None:
+    pidfile = tmp_path / "module.pid"
+    run = asyncio.create_task(warm.run(probe_request(tmp_path, "sleeper", {"mode": "sleep", "pidfile": str(pidfile)})))
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline and not run.done(), "the module never started"
+        await asyncio.sleep(0.05)
+    pid = int(pidfile.read_text())
+    with open(f"/proc/{pid}/status") as status:
+        parent = next(int(line.split()[1]) for line in status if line.startswith("PPid:"))
+    assert b"modulehost\x00zygote" in Path(f"/proc/{parent}/cmdline").read_bytes()
+
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists(), "the module outlived its cancelled run"
