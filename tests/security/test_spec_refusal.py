@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -187,6 +186,7 @@ async def test_the_pinned_connection_wins_even_if_a_spec_var_got_through(tmp_pat
     spec = {**proxy_command_spec(marker), "ansible_python_interpreter": shutil.which("false") or "/bin/false"}
     cr = {**steer("bypass", spec), "metadata": {"name": "bypass", "namespace": "default", "uid": "1"}}
     runner = AnsibleRunner(max_workers=1, timeout=120, work_dir=tmp_path, project_dir=tmp_path)
+    pinned = str(runner.module_python)  # the warm module launcher, which execs this Python for anything else
     try:
         result = await runner.run(RunRequest(cr=cr, watch=AnsibleWatch(gvk=GVK, playbook=playbook),
                                              artifacts_root=tmp_path / "runner"))
@@ -196,6 +196,7 @@ async def test_the_pinned_connection_wins_even_if_a_spec_var_got_through(tmp_pat
         marker.unlink(missing_ok=True)
     assert not leaked, "the spec's ProxyCommand ran as the operator's user"
     assert result.succeeded, (result.error, result.failed_tasks, result.unreachable)
-    assert dict(result.stats_data) == {"connection": "local", "interpreter": sys.executable}
+    assert pinned != shutil.which("false")
+    assert dict(result.stats_data) == {"connection": "local", "interpreter": pinned}
     command = json.loads((result.artifact_dir / "command").read_text()) if result.artifact_dir else {}
     assert command["command"][-1].endswith(".yml") and "ansible_connection" in " ".join(command["command"])

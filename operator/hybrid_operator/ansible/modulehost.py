@@ -23,7 +23,8 @@ Processes (started by :class:`~hybrid_operator.ansible.warmpool.WarmPool` beside
   except :data:`PER_RUN_ENV` (the run's kubeconfig, the shell's ``PWD``): a child sets the module's
   exact environment before it runs, and re-reads the one import-time use of those
   (``kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION``). A zygote idle for
-  :data:`ZYGOTE_IDLE_SECONDS` exits;
+  :data:`ZYGOTE_IDLE_SECONDS` exits, and so does one whose broker is gone (the operator died), after
+  killing the process groups of the modules it still runs;
 * a **module child** per module (forked from the zygote): the launcher's standard streams, working
   directory, umask, environment and ``sys.argv``, ``sys.path[0]`` the script's directory, fresh signal
   dispositions; runs the file as ``__main__`` (:func:`runpy.run_path`) and ends as an interpreter
@@ -151,8 +152,7 @@ class _ZygoteProcess:
                 [python, "-m", "hybrid_operator.ansible.modulehost", "zygote", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 env={**env, **marker}, cwd="/",
-                preexec_fn=processes.parent_death_signal(),  # noqa: PLW1509 -- async-signal-safe prctl only
-            )
+            )  # no parent-death signal: when the broker dies, the zygote kills its modules' groups, then exits
         except OSError:
             mine.close()
             raise
@@ -341,17 +341,15 @@ class Zygote:
             return None
         if pid == 0:
             code = 1
-            zygote = os.getppid()
             try:
-                self._become_module(request, streams, conn, zygote)
+                self._become_module(request, streams, conn)
                 code = run_module(request["script"])
             finally:
                 os._exit(code)
         return pid
 
-    def _become_module(self, request: dict[str, Any], streams: list[int], conn: socket.socket, zygote: int) -> None:
+    def _become_module(self, request: dict[str, Any], streams: list[int], conn: socket.socket) -> None:
         os.setpgid(0, 0)
-        processes.die_with_parent(zygote)
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
