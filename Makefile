@@ -31,7 +31,7 @@ ARGS ?=
 # cores idle for much of it. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 4
 
-.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench bench-quick bench-cluster bench-sharding bench-helm chaos chaos-smoke coverage clean \
+.PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench bench-quick bench-sequential bench-cluster bench-sharding bench-helm chaos chaos-smoke coverage clean \
 	manifests molecule dist conformance
 
 setup: $(STAMP)
@@ -96,6 +96,9 @@ conformance: setup  ## an Operator SDK Ansible test operator's molecule tests on
 
 bench: setup  ## issue 16 figures against same-run baselines -> docs/performance.md; ARGS=--quick for a smoke run
 	$(BIN)/python benchmarks/bench.py --output docs/performance.md $(ARGS)
+
+bench-sequential: setup  ## make bench's two end-to-end CR create -> Successful rows alone, printed (about a minute)
+	$(BIN)/python benchmarks/bench.py --only sequential
 
 bench-quick: setup  ## make bench, small counts (a smoke run; the table goes to stdout only)
 	$(BIN)/python benchmarks/bench.py --quick

@@ -164,15 +164,18 @@ NOTES = """
   baseline uses the same setting, so skipping facts does not count in the ratios.
 - **No pty close delay**: ansible-runner's pexpect child is closed without pexpect's fixed 100 ms sleep
   (both runner modes).
-- **Module execution is not warm** (issue 16 item 2; see the k8s rows): each task's module runs in a
-  new interpreter, as in a naive run. A `kubernetes.core.k8s` module process costs ~1.4 s here, 0.8 s
-  of it imports (the `kubernetes` client 0.61 s, `ansible.module_utils.basic` 0.15 s, measured with
-  `python -X importtime` on the kept `AnsiballZ_k8s.py`); ansible-core also rebuilds the module's
-  AnsiballZ payload in every run (its cache is keyed by module name only and lives in the run's
-  temporary directory). Running modules in pre-imported interpreters was not made safe: libraries
-  read the environment when imported (the `kubernetes` client takes its default kubeconfig path from
-  `KUBECONFIG` at import: a forked module would use the operator's kubeconfig, not the run's
-  per-run proxy token), and `module_utils` keep global state. It stays off.
+- **Warm modules** (`--ansible-runner=warm`; docs/ansible.md "Warm modules"): a warm run's modules
+  run in forks of an interpreter that has imported the Kubernetes client and its libraries, one per
+  module environment; the run's own kubeconfig (`KUBECONFIG`, which the client also reads at import)
+  is set in each fork and read again, and nothing of ansible-core is preloaded, so each module imports
+  its `module_utils` from its own payload and keeps no state between tasks. What is left of a
+  `kubernetes.core.k8s` task is the module's own work (its payload's imports, discovery, the request)
+  and the playbook's side: ansible-core builds the module's AnsiballZ payload again in every run (its
+  cache is keyed by module name only and lives in the run's temporary directory) and forks the task's
+  worker. The two end-to-end create → Successful rows alone (`make bench-sequential`,
+  10 CRs each, interleaved with naive runs), 2026-12-02 on the 2-core machine: the one-`k8s`-task role
+  0.41× naive (0.759 s vs 1.865 s) with warm modules, 0.65× (1.002 s vs 1.552 s) on the commit before
+  them, run minutes apart; the one-task role (no module process) 0.24× and 0.25×.
 - The end-to-end rows (`benchmarks/bench_e2e.py`) run the operator with its default flags
   (`--ansible-runner warm`, concurrency = CPU count, `--ansible-verbosity 2`) against the embedded
   cluster; times are from the create request to the watch event showing `Successful=True`. The
@@ -189,11 +192,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke test, not a measurement")
     parser.add_argument("--output", type=Path, default=None, help="also write the table to this markdown file")
+    parser.add_argument("--only", choices=["sequential"], default=None,
+                        help="sequential: only the two end-to-end CR create -> Successful rows (10 CRs each, "
+                             "--quick: 1), printed and never written to --output (minutes, not half an hour)")
     args = parser.parse_args(argv)
+    if args.only is not None and args.output is not None:
+        parser.error("--only prints a part of the table; it cannot replace the --output document")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hybrid-bench-") as directory:
         os.environ.setdefault("HOME", directory)
-        rows = asyncio.run(measure(args.quick, Path(directory)))
+        if args.only == "sequential":
+            rows = bench_e2e.measure_sequential(Path(directory), 1 if args.quick else 10)
+        else:
+            rows = asyncio.run(measure(args.quick, Path(directory)))
     text = render(rows, args.quick, time.monotonic() - started)
     print(text)
     if args.output is not None:

@@ -371,6 +371,14 @@ def resident_rows(bench: Bench, counts: Counts, others: int) -> list[Row]:
                      "of RSS, mostly pages shared with the worker (fork)")]
 
 
+def measure_sequential(work: Path, count: int) -> list[Row]:
+    """The two CR create -> Successful rows alone (``bench.py --only sequential``): ``count`` CRs each."""
+    counts = Counts.of(quick=False)
+    with running(work / "e2e", counts) as bench:
+        return [sequential_row(bench, "Echo", count, "one-task role"),
+                sequential_row(bench, "Cm", count, "one `k8s` ConfigMap task role")]
+
+
 def measure(quick: bool, work: Path) -> list[Row]:
     """Every end-to-end row, against one cluster and one operator started for them."""
     counts = Counts.of(quick)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -18,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from hybrid_operator.ansible import modulehost
 from hybrid_operator.ansible.runner import AnsibleRunner
 from hybrid_operator.ansible.runs import RunRequest
 from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind
@@ -139,3 +143,65 @@ async def test_a_cancelled_run_kills_its_warm_module(warm: AnsibleRunner, tmp_pa
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not Path(f"/proc/{pid}").exists(), "the module outlived its cancelled run"
+
+
+# -- the launcher and the broker alone ----------------------------------------------------------------------
+
+SCRIPT = """\
+import os, signal, sys
+print("argv", sys.argv, "cwd", os.getcwd(), "env", os.environ.get("PROBE"), "umask", oct(os.umask(0o22)), flush=True)
+sys.stderr.write("to stderr\\n")
+if os.environ.get("PROBE") == "signal":
+    os.kill(os.getpid(), signal.SIGTERM)
+sys.exit(int(os.environ.get("PROBE_EXIT", "0")))
+"""
+
+
+def launch(launcher: Path, script: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(launcher), str(script)], capture_output=True, text=True, timeout=60, check=False,
+                          cwd=script.parent, env={**os.environ, **env})
+
+
+def test_the_launcher_without_a_broker_runs_the_module_cold(tmp_path: Path) -> None:
+    launcher, _ = modulehost.write_launcher(tmp_path, sys.executable)
+    script = tmp_path / "AnsiballZ_probe.py"
+    script.write_text(SCRIPT)
+
+    done = launch(launcher, script, PROBE="cold", PROBE_EXIT="3")
+    other = subprocess.run([str(launcher), "-c", "import sys; print(sys.executable)"], capture_output=True, text=True,
+                           timeout=60, check=True)
+
+    assert done.returncode == 3
+    assert f"argv ['{script}'] cwd {tmp_path} env cold" in done.stdout and done.stderr == "to stderr\n"
+    assert other.stdout.strip() == sys.executable
+
+
+def test_the_broker_runs_a_module_with_the_launchers_streams_status_and_signal(tmp_path: Path) -> None:
+    launcher, socket_path = modulehost.write_launcher(tmp_path, sys.executable)
+    script = tmp_path / "AnsiballZ_probe.py"
+    script.write_text(SCRIPT)
+    broker = subprocess.Popen([sys.executable, "-m", "hybrid_operator.ansible.modulehost", "broker", str(socket_path)])
+    try:
+        deadline = time.monotonic() + 30
+        while not socket_path.exists():
+            assert time.monotonic() < deadline, "the broker never listened"
+            time.sleep(0.05)
+        ok, failed, killed = (launch(launcher, script, PROBE="warm"), launch(launcher, script, PROBE_EXIT="5"),
+                              launch(launcher, script, PROBE="signal"))
+        cold = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False,
+                              cwd=tmp_path, env={**os.environ, "PROBE": "warm"})
+    finally:
+        broker.terminate()
+        broker.wait(timeout=30)
+
+    assert (ok.returncode, ok.stdout, ok.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    assert failed.returncode == 5
+    assert killed.returncode == -signal.SIGTERM, killed
+    assert killed.stderr == "to stderr\n"
+
+
+def test_a_zygote_is_shared_by_environments_that_differ_only_per_run() -> None:
+    base = {"PATH": "/bin", "HOME": "/root"}
+    assert modulehost.fingerprint({**base, "KUBECONFIG": "/a", "PWD": "/x"}) == \
+        modulehost.fingerprint({**base, "KUBECONFIG": "/b", "K8S_AUTH_KUBECONFIG": "/b", "PWD": "/y"})
+    assert modulehost.fingerprint(base) != modulehost.fingerprint({**base, "HTTPS_PROXY": "http://proxy:3128"})
