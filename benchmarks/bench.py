@@ -174,8 +174,8 @@ NOTES = """
   cache is keyed by module name only and lives in the run's temporary directory) and forks the task's
   worker. The two end-to-end create → Successful rows alone (`make bench-sequential`,
   10 CRs each, interleaved with naive runs), 2026-12-02 on the 2-core machine: the one-`k8s`-task role
-  0.41× naive (0.759 s vs 1.865 s) with warm modules, 0.65× (1.002 s vs 1.552 s) on the commit before
-  them, run minutes apart; the one-task role (no module process) 0.24× and 0.25×.
+  0.41x naive (0.759 s vs 1.865 s) with warm modules, 0.65x (1.002 s vs 1.552 s) on the commit before
+  them, run minutes apart; the one-task role (no module process) 0.24x and 0.25x.
 - The end-to-end rows (`benchmarks/bench_e2e.py`) run the operator with its default flags
   (`--ansible-runner warm`, concurrency = CPU count, `--ansible-verbosity 2`) against the embedded
   cluster; times are from the create request to the watch event showing `Successful=True`. The
