@@ -46,6 +46,7 @@ ESTIMATED_SECONDS: dict[str, float] = {
     "e2e/test_up.py": 33,
     "integration/test_newcomer_pieces.py": 28,
     "integration/test_warm_runner.py": 27,
+    "integration/test_warm_modules.py": 21,
     "integration/test_simulated_node.py": 26,
     "e2e/test_scaffold_workflow.py": 24,
     "integration/test_restart.py": 23,
