@@ -12,10 +12,12 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -182,10 +184,7 @@ def test_the_broker_runs_a_module_with_the_launchers_streams_status_and_signal(t
     script.write_text(SCRIPT)
     broker = subprocess.Popen([sys.executable, "-m", "hybrid_operator.ansible.modulehost", "broker", str(socket_path)])
     try:
-        deadline = time.monotonic() + 30
-        while not socket_path.exists():
-            assert time.monotonic() < deadline, "the broker never listened"
-            time.sleep(0.05)
+        wait_for_socket(socket_path)
         ok, failed, killed = (launch(launcher, script, PROBE="warm"), launch(launcher, script, PROBE_EXIT="5"),
                               launch(launcher, script, PROBE="signal"))
         cold = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False,
@@ -205,3 +204,106 @@ def test_a_zygote_is_shared_by_environments_that_differ_only_per_run() -> None:
     assert modulehost.fingerprint({**base, "KUBECONFIG": "/a", "PWD": "/x"}) == \
         modulehost.fingerprint({**base, "KUBECONFIG": "/b", "K8S_AUTH_KUBECONFIG": "/b", "PWD": "/y"})
     assert modulehost.fingerprint(base) != modulehost.fingerprint({**base, "HTTPS_PROXY": "http://proxy:3128"})
+
+
+def test_a_script_that_ends_without_exit_and_a_bare_module_host(tmp_path: Path) -> None:
+    launcher, socket_path = modulehost.write_launcher(tmp_path, sys.executable)
+    script = tmp_path / "AnsiballZ_plain.py"
+    script.write_text("print('plain end')\n")
+    broker = subprocess.Popen([sys.executable, "-m", "hybrid_operator.ansible.modulehost", "broker", str(socket_path)])
+    try:
+        wait_for_socket(socket_path)
+        done = subprocess.run([str(launcher), str(script)], capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        broker.terminate()
+        broker.wait(timeout=30)
+    usage = subprocess.run([sys.executable, "-m", "hybrid_operator.ansible.modulehost"], capture_output=True,
+                           text=True, timeout=60, check=False)
+
+    assert (done.returncode, done.stdout) == (0, "plain end\n")
+    assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
+def test_an_interpreter_path_that_cannot_be_a_shebang_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match="cannot start a script"):
+        modulehost.write_launcher(tmp_path, "/opt/my python/bin/python")
+    with pytest.raises(OSError, match="cannot start a script"):
+        modulehost.write_launcher(tmp_path, "/" + "x" * modulehost.MAX_SHEBANG_PATH)
+
+
+def wait_for_socket(path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        assert time.monotonic() < deadline, "the broker never listened"
+        time.sleep(0.05)
+
+
+# -- the broker in this process: refusals, one zygote per environment, replacement --------------------------
+
+
+class InProcessBroker:
+    """A Broker serving in a thread of the test, so its decisions can be watched."""
+
+    def __init__(self, directory: Path) -> None:
+        self.launcher, self.socket_path = modulehost.write_launcher(directory, sys.executable)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(str(self.socket_path))
+        listener.listen(8)
+        self.listener = listener
+        self.broker = modulehost.Broker(listener)
+        self.thread = threading.Thread(target=self.broker.serve, daemon=True)
+        self.thread.start()
+
+    def zygote_pids(self) -> list[int]:
+        return [zygote.process.pid for zygote in self.broker._zygotes.values()]
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(timeout=30)
+        self.broker.close()
+
+
+@pytest.fixture
+def in_process_broker(tmp_path: Path) -> Iterator[InProcessBroker]:
+    broker = InProcessBroker(tmp_path)
+    yield broker
+    broker.close()
+
+
+def test_a_malformed_request_is_refused_and_the_launcher_would_go_cold(
+        in_process_broker: InProcessBroker, caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+        conn.connect(str(in_process_broker.socket_path))
+        socket.send_fds(conn, [b"{not json"], [0, 1, 2])
+        answer = conn.recv(16)
+
+    assert answer == b""  # no "+": the launcher execs the real interpreter
+    assert any(record.getMessage() == "warm module request refused" for record in caplog.records)
+    assert in_process_broker.zygote_pids() == []
+
+
+def test_zygotes_are_kept_per_environment_bounded_and_replaced_when_dead(
+        in_process_broker: InProcessBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(modulehost, "MAX_ZYGOTES", 1)
+    script = tmp_path / "AnsiballZ_env.py"
+    script.write_text("import os\nprint(os.environ['WHICH'])\n")
+
+    def run(which: str) -> str:
+        done = subprocess.run([str(in_process_broker.launcher), str(script)], capture_output=True, text=True,
+                              timeout=60, check=True, env={**os.environ, "WHICH": which})
+        return done.stdout.strip()
+
+    assert run("a") == "a"
+    [first] = in_process_broker.zygote_pids()
+    assert run("b") == "b"  # another environment: a zygote of its own, the first dropped (at most one)
+    [second] = in_process_broker.zygote_pids()
+    assert second != first and not Path(f"/proc/{first}").exists()
+    os.kill(second, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while in_process_broker.broker._zygotes and next(iter(in_process_broker.broker._zygotes.values())).alive():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert run("b") == "b"  # the dead zygote is replaced
+    [third] = in_process_broker.zygote_pids()
+    assert third not in (first, second)

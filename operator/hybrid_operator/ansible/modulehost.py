@@ -190,8 +190,6 @@ class Broker:
         self._python = python
         self._marker = dict(marker or {})
         self._zygotes: dict[str, _ZygoteProcess] = {}
-        #: zygotes started (tests read it through the log; the broker does not report to the operator)
-        self.started = 0
 
     def serve(self) -> None:
         """Serve until the listening socket is closed or the process is killed."""
@@ -234,7 +232,6 @@ class Broker:
             self._zygotes.pop(oldest).close()
         zygote = _ZygoteProcess(self._python, env, self._marker)
         self._zygotes[key] = zygote
-        self.started += 1
         logger.info("warm module zygote started", extra={"pid": zygote.process.pid, "zygotes": len(self._zygotes)})
         return zygote
 
@@ -266,7 +263,6 @@ class Zygote:
         os.set_blocking(self._wake_read, False)
         os.set_blocking(wake_write, False)
         self._wake_write = wake_write
-        self._path0 = sys.path[0] if sys.path else ""
         self._idle_since = time.monotonic()
 
     def serve(self) -> None:
@@ -448,8 +444,16 @@ def _exit_code(code: object) -> int:
 
 # -- entry points ------------------------------------------------------------------------------------------
 
+#: the longest interpreter path a launcher's ``#!`` line takes (the kernel reads 256 bytes of it)
+MAX_SHEBANG_PATH = 200
+
+
 def write_launcher(directory: Path, python: str) -> tuple[Path, Path]:
-    """Write the launcher into ``directory``; its path and the broker's socket path."""
+    """Write the launcher into ``directory``; its path and the broker's socket path. OSError when the
+    interpreter's path cannot be a ``#!`` line (white space, or too long): modules then start cold."""
+    if len(python) > MAX_SHEBANG_PATH or any(character.isspace() for character in python):
+        raise OSError(f"the interpreter path {python!r} cannot start a script (white space, or over "
+                      f"{MAX_SHEBANG_PATH} characters)")
     socket_path = directory / "modules.sock"
     launcher = directory / "python"
     launcher.write_text(launcher_source(python, str(socket_path)))
