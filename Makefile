@@ -25,11 +25,12 @@ CONFORMANCE_FLAGS ?=
 PYTEST_FLAGS ?=
 # flags for `hybrid-operator up` (make run) or `cluster` (make cluster), e.g. ARGS='--port 6444'
 ARGS ?=
-# `make test` runs the test files on four workers (pytest-xdist); a file's tests stay on one worker,
-# so module fixtures (an operator process, a namespace) are shared as written. Four on two cores: most
-# of an e2e test's time is spent waiting (for a playbook, a lease, a period), and two workers left the
-# cores idle for much of it. TEST_WORKERS=0: serial.
-TEST_WORKERS ?= 4
+# `make test` runs the test files on three workers (pytest-xdist); a file's tests stay on one worker,
+# so module fixtures (an operator process, a namespace) are shared as written. Three on two cores: the
+# suite is CPU-bound (modules and playbooks run warm; what is left is mostly process start-up), and on
+# 2026-12-02 three workers took 6:39 and 6:50 where four took 6:48 and 7:32 (fresh clones), with less
+# contention for the tests that time things. TEST_WORKERS=0: serial.
+TEST_WORKERS ?= 3
 
 .PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench bench-quick bench-sequential bench-cluster bench-sharding bench-helm chaos chaos-smoke coverage clean \
 	manifests molecule dist conformance
