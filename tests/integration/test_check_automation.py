@@ -8,6 +8,7 @@ meta dependencies, a collection role -- passes. No network, no cluster, no Ansib
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,12 @@ def project(root: Path, **overrides: str) -> Path:
 def check(watches: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "hybrid_operator.cli", "check", "--watches-file", str(watches),
                            *args], capture_output=True, text=True, timeout=120, check=False,
-                          cwd=cwd or watches.parent, env={"HOME": str(watches.parent / "home"), "PATH": "/usr/bin"})
+                          cwd=cwd or watches.parent, env={"HOME": str(watches.parent / "home"), "PATH": "/usr/bin",
+                                                          **MEASUREMENT_ENV})
+
+
+#: coverage's variables (under `make coverage`), so the isolated `check` process is measured too
+MEASUREMENT_ENV = {key: value for key, value in os.environ.items() if key.startswith(("COVERAGE_", "COV_CORE_"))}
 
 
 def test_what_a_run_finds_passes(tmp_path: Path) -> None:
