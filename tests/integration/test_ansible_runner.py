@@ -40,16 +40,6 @@ def make_cr(spec: dict[str, Any] | None = None, name: str = "demo") -> dict[str,
 
 
 @pytest.fixture
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("ANSIBLE_GATHERING", raising=False)
-    monkeypatch.delenv("ANSIBLE_ROLES_PATH", raising=False)
-    return home
-
-
-@pytest.fixture
 async def runner(tmp_path: Path, isolated_home: Path) -> AsyncIterator[AnsibleRunner]:
     work = tmp_path / "work"
     work.mkdir()

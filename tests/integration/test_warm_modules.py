@@ -26,22 +26,13 @@ import pytest
 from hybrid_operator.ansible import modulehost
 from hybrid_operator.ansible.runner import AnsibleRunner
 from hybrid_operator.ansible.runs import RunRequest
+from hybrid_operator.ansible.warmpool import MODULE_DIR_PREFIX, sweep_module_dirs
 from hybrid_operator.config.model import AnsibleWatch, GroupVersionKind
 
 pytestmark = pytest.mark.integration
 
 PLAYBOOK = Path(__file__).parent / "ansible_fixtures" / "warm_modules" / "probe.yml"
 GVK = GroupVersionKind("cache.example.com", "v1alpha1", "Memcached")
-
-
-@pytest.fixture
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    for name in ("ANSIBLE_GATHERING", "ANSIBLE_CONFIG", "KUBECONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    return home
 
 
 async def make_runner(tmp_path: Path, mode: str) -> AnsibleRunner:
@@ -307,3 +298,17 @@ def test_zygotes_are_kept_per_environment_bounded_and_replaced_when_dead(
     assert run("b") == "b"  # the dead zygote is replaced
     [third] = in_process_broker.zygote_pids()
     assert third not in (first, second)
+
+
+def test_a_new_pool_sweeps_the_module_directories_of_operators_that_are_gone(tmp_path: Path) -> None:
+    gone = tmp_path / f"{MODULE_DIR_PREFIX}{2**22 + 7}-abc"  # above the kernel's pid_max: never running
+    alive = tmp_path / f"{MODULE_DIR_PREFIX}{os.getpid()}-abc"
+    other = tmp_path / "hybrid-modules-notapid-abc"
+    for directory in (gone, alive, other):
+        directory.mkdir()
+        (directory / "python").write_text("#!/bin/false\n")
+
+    removed = sweep_module_dirs(tmp_path)
+
+    assert removed == [gone]
+    assert not gone.exists() and alive.exists() and other.exists()

@@ -32,17 +32,6 @@ GVK = GroupVersionKind("cache.example.com", "v1alpha1", "Memcached")
 
 
 @pytest.fixture
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("ANSIBLE_GATHERING", raising=False)
-    monkeypatch.delenv("ANSIBLE_ROLES_PATH", raising=False)
-    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
-    return home
-
-
-@pytest.fixture
 async def runner(tmp_path: Path, isolated_home: Path) -> AsyncIterator[AnsibleRunner]:
     work = tmp_path / "work"
     work.mkdir()

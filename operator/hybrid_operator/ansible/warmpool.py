@@ -45,6 +45,8 @@ CANCEL_GRACE_SECONDS = 10.0
 #: routes remembered (run environment -> the zygote fingerprint it had last time)
 MAX_ROUTES = 256
 _STOP_SECONDS = 5.0
+#: ``<tmp>/hybrid-modules-<operator pid>-<random>``: a warm pool's launcher and broker socket
+MODULE_DIR_PREFIX = "hybrid-modules-"
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,22 @@ class WarmOutcome:
     detail: str | None = None
     warm: bool = False
     refusal: str | None = None
+
+
+def sweep_module_dirs(parent: Path) -> list[Path]:
+    """Remove the warm module directories (launcher and socket) of operators that are gone: a killed
+    operator cannot remove its own. Only this user's, and only where the pid in the name is not running."""
+    removed = []
+    for path in parent.glob(f"{MODULE_DIR_PREFIX}*-*"):
+        pid = path.name[len(MODULE_DIR_PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or Path(f"/proc/{pid}").exists() or path.lstat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 class WorkerUnavailable(RuntimeError):
@@ -87,7 +105,8 @@ class WarmPool:
         self.module_interpreter: Path | None = None
         self._module_socket: Path | None = None
         try:
-            self._module_dir = Path(tempfile.mkdtemp(prefix="hybrid-modules-"))
+            sweep_module_dirs(Path(tempfile.gettempdir()))
+            self._module_dir = Path(tempfile.mkdtemp(prefix=f"{MODULE_DIR_PREFIX}{os.getpid()}-"))
             launcher = modulehost.write_launcher(self._module_dir, str(self._python))
             self.module_interpreter, self._module_socket = launcher
         except OSError as error:
