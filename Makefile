@@ -27,9 +27,9 @@ PYTEST_FLAGS ?=
 ARGS ?=
 # `make test` runs the test files on three workers (pytest-xdist); a file's tests stay on one worker,
 # so module fixtures (an operator process, a namespace) are shared as written. Three on two cores: the
-# suite is CPU-bound (modules and playbooks run warm; what is left is mostly process start-up), and on
-# 2026-12-02 three workers took 6:39 and 6:50 where four took 6:48 and 7:32 (fresh clones), with less
-# contention for the tests that time things. TEST_WORKERS=0: serial.
+# suite is CPU-bound (modules and playbooks run warm; what is left is mostly process start-up). On
+# 2026-12-02, fresh clones: three workers 6:44-7:21 (median 7:00 of five), four 6:48 and 7:32: no
+# clear difference, and three leave less contention for the tests that time things. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 3
 
 .PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench bench-quick bench-sequential bench-cluster bench-sharding bench-helm chaos chaos-smoke coverage clean \
