@@ -28,6 +28,7 @@ import hashlib
 import logging
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -143,6 +144,20 @@ def kill_leftovers(scope: str, *, wait: float = 5.0, proc: Path = PROC) -> list[
     if pids:
         log.warning("stopped processes left by an earlier operator", extra={"pids": pids, "count": len(pids)})
     return pids
+
+
+def wait_or_kill(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for ``process`` to end (it was asked to), then SIGKILL and reap it."""
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def alive(pid: int, *, proc: Path = PROC) -> bool:
+    """Whether ``pid`` is running (a zombie counts as gone)."""
+    return _alive(pid, proc)
 
 
 def _alive(pid: int, proc: Path) -> bool:

@@ -174,11 +174,7 @@ class _ZygoteProcess:
 
     def close(self) -> None:
         self.socket.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        processes.wait_or_kill(self.process, 5.0)
 
 
 class Broker:

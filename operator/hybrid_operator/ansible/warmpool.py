@@ -67,7 +67,7 @@ def sweep_module_dirs(parent: Path) -> list[Path]:
     for path in parent.glob(f"{MODULE_DIR_PREFIX}*-*"):
         pid = path.name[len(MODULE_DIR_PREFIX):].split("-", 1)[0]
         try:
-            if not pid.isdigit() or Path(f"/proc/{pid}").exists() or path.lstat().st_uid != os.getuid():
+            if not pid.isdigit() or processes.alive(int(pid)) or path.lstat().st_uid != os.getuid():
                 continue
         except OSError:
             continue
@@ -160,11 +160,7 @@ class WarmPool:
         if broker is None:
             return
         broker.terminate()
-        try:
-            broker.wait(timeout=_STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-            broker.wait()
+        processes.wait_or_kill(broker, _STOP_SECONDS)
 
     def _stop_locked(self) -> None:
         if self._control is not None:
@@ -173,11 +169,7 @@ class WarmPool:
         process, self._process = self._process, None
         if process is None:
             return
-        try:
-            process.wait(timeout=_STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        processes.wait_or_kill(process, _STOP_SECONDS)
 
     def close(self) -> None:
         """Stop the worker (its zygotes die with it; runs in flight were cancelled by the caller)."""
