@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import http.client
 import itertools
 import json
 import ssl
 import subprocess
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -391,6 +393,26 @@ def test_unreachable_upstream_is_a_503_status(tmp_path: Path, owner: dict[str, A
         assert (body["kind"], body["reason"]) == ("Status", "ServiceUnavailable")
     finally:
         dead.close()
+
+
+def test_stopping_closes_an_idle_keep_alive_connection(cluster: Cluster, owner: dict[str, Any]) -> None:
+    """An idle client never answers the TLS close_notify: stop() must still close the socket it held."""
+    own = ProxyThread(upstream_of(cluster))
+    credentials = own.call(own.proxy.register_run, owner)
+    conn = http.client.HTTPSConnection("127.0.0.1", own.proxy.port, timeout=15,
+                                       context=ssl.create_default_context(cadata=credentials.ca_pem.decode()))
+    try:
+        conn.request("GET", "/api/v1/namespaces", headers={"Authorization": f"Bearer {credentials.token}"})
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200 and response.getheader("Connection", "keep-alive") != "close"
+        own.close()
+    finally:
+        conn.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
 
 
 def test_run_kubeconfig_points_at_the_proxy(proxy: ProxyThread, owner: dict[str, Any], tmp_path: Path) -> None:

@@ -284,8 +284,19 @@ class OwnerProxy:
         log.info("ownership proxy listening", extra={"url": self.url, "inject": self.inject})
 
     async def stop(self) -> None:
+        """Stops serving; every connection is closed when this returns.
+
+        aiohttp closes idle keep-alive connections with a TLS close_notify and leaves the socket open
+        until the client answers, which an idle client may never do; those are aborted here, so that
+        no socket outlives the proxy (or the event loop it ran on).
+        """
         if self._runner is not None:
+            server = self._runner.server
+            transports = [h.transport for h in server.connections] if server is not None else []
             await self._runner.cleanup()
+            for transport in transports:
+                if transport is not None:
+                    transport.abort()
             self._runner = None
         if self._session is not None:
             await self._session.close()
