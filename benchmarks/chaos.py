@@ -7,7 +7,10 @@ and wants the answer as figures, not adjectives. Each scenario (``chaoslib/scena
 bounded number of tries against real processes on 127.0.0.1 and reports one table row: tries,
 survived, writes lost, work duplicated, the longest time to converge after the fault, notes.
 
-``--quick`` (CI's smoke run) does fewer, shorter tries. The table is printed and, with
+``--quick`` (CI's smoke run) does fewer, shorter tries; ``--jobs 2`` runs two scenarios at a time (each
+has its own cluster, operator, ports and directories, and most of a scenario is waiting: the smoke run
+in ``make test`` uses it; the full run keeps one at a time, so that its figures are not shared with
+another scenario's load). The table keeps the scenarios' order. The table is printed and, with
 ``--output``, written into ``docs/reliability.md`` between its markers, with the machine it ran
 on. Exit code 1 when anything was lost, duplicated or never converged.
 """
@@ -22,6 +25,7 @@ import sys
 import tempfile
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from chaoslib.scenarios import SCENARIOS, Context, Row
@@ -55,8 +59,10 @@ def table(rows: list[Row]) -> list[str]:
     return lines
 
 
-def report(rows: list[Row], quick: bool, elapsed: float) -> str:
+def report(rows: list[Row], quick: bool, elapsed: float, jobs: int = 1) -> str:
     mode = "quick mode (CI smoke run: fewer, shorter tries)" if quick else "full run (`make chaos`)"
+    if jobs > 1:
+        mode += f", {jobs} scenarios at a time"
     return "\n".join([*table(rows), "", f"{mode}; total time {elapsed:.0f} s on:", *machine_facts()]) + "\n"
 
 
@@ -69,22 +75,25 @@ def write_doc(path: Path, text: str) -> None:
     path.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
 
 
-def run(selected: list[str], quick: bool, workdir: Path, soak_seconds: float | None = None) -> list[Row]:
+def run_one(name: str, context: Context) -> Row:
+    """One scenario; one that cannot run is a failed row, not a crash of the suite."""
+    scenario = dict(SCENARIOS)[name]
+    started = time.monotonic()
+    print(f"chaos: {name} ...", file=sys.stderr, flush=True)
+    try:
+        row = scenario(context)
+    except Exception as exc:
+        traceback.print_exc()
+        row = Row(name, notes=f"could not run: {type(exc).__name__}: {exc}", converged_all=False)
+    print(f"chaos: {name} done in {time.monotonic() - started:.0f} s: {row}", file=sys.stderr, flush=True)
+    return row
+
+
+def run(selected: list[str], quick: bool, workdir: Path, soak_seconds: float | None = None, jobs: int = 1) -> list[Row]:
     context = Context(workdir, quick, soak_seconds)
-    rows = []
-    for name, scenario in SCENARIOS:
-        if selected and name not in selected:
-            continue
-        started = time.monotonic()
-        print(f"chaos: {name} ...", file=sys.stderr, flush=True)
-        try:
-            row = scenario(context)
-        except Exception as exc:  # a scenario that cannot run is a failed row, not a crash of the suite
-            traceback.print_exc()
-            row = Row(name, notes=f"could not run: {type(exc).__name__}: {exc}", converged_all=False)
-        print(f"chaos: {name} done in {time.monotonic() - started:.0f} s: {row}", file=sys.stderr, flush=True)
-        rows.append(row)
-    return rows
+    names = [name for name, _ in SCENARIOS if not selected or name in selected]
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="chaos") as pool:
+        return list(pool.map(lambda name: run_one(name, context), names))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -94,6 +103,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scenario", action="append", default=[],
                         choices=[name for name, _ in SCENARIOS], help="run only these (repeatable)")
     parser.add_argument("--soak-seconds", type=float, help="the soak's time budget (default 420, quick 60)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="scenarios run at a time (default 1; the smoke run in make test uses 2)")
     parser.add_argument("--keep", action="store_true", help="keep the working directory (logs) for a look")
     return parser.parse_args(argv)
 
@@ -103,13 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="hybrid-chaos-"))
     try:
-        rows = run(args.scenario, args.quick, workdir, args.soak_seconds)
+        rows = run(args.scenario, args.quick, workdir, args.soak_seconds, args.jobs)
     finally:
         if args.keep:
             print(f"chaos: working directory kept: {workdir}", file=sys.stderr)
         else:
             subprocess.run(["rm", "-rf", str(workdir)], check=False)
-    text = report(rows, args.quick, time.monotonic() - started)
+    text = report(rows, args.quick, time.monotonic() - started, args.jobs)
     print(text)
     if args.output is not None:
         write_doc(args.output, text)
