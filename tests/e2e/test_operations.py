@@ -295,7 +295,10 @@ def spans(path: Path) -> dict[str, list[tuple[float, float]]]:
 def test_leader_election_failover(ops_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ns = namespace(ops_cluster, "leader")
     monkeypatch.setenv("WATCH_NAMESPACE", ns)
-    flags = ("--leader-elect", "--leader-election-id", "ops-leader", "--leader-election-namespace", ns)
+    # client-go's durations shortened (15 s/10 s/2 s by default): the takeover waits one lease duration
+    flags = ("--leader-elect", "--leader-election-id", "ops-leader", "--leader-election-namespace", ns,
+             "--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s",
+             "--leader-elect-retry-period", "1s")
     first = OperatorProcess(ops_cluster, WATCHES, tmp_path / "a", *flags)
     second = OperatorProcess(ops_cluster, WATCHES, tmp_path / "b", *flags)
     try:
@@ -314,7 +317,7 @@ def test_leader_election_failover(ops_cluster: Cluster, tmp_path: Path, monkeypa
         apply(ops_cluster, cr("Tick", "late", ns, {"spanLog": str(span_log)}))
         wait_for(lambda: records(standby, "leadership acquired"), "the standby to take over", timeout=25)
         took_over = time.monotonic() - killed
-        assert took_over < 20
+        assert took_over < 12  # the 6 s lease, a retry period, and room for a busy machine
         done = wait_for(lambda: (s := successful(ops_cluster, "ticks", ns)) and len(s) == LEADER_CRS + 1 and s,
                         "every Tick to succeed", timeout=150)
         assert "late" in done and any(r.get("cr") == "late" for r in records(standby, "run finished"))
