@@ -60,6 +60,30 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next(c for c in obj["status"]["conditions"] if c["type"] == kind)
 
 
+@pytest.fixture(scope="module")
+def ticking(shared_cluster: Cluster) -> str:
+    """A namespace with a CronJob that fires every minute, made once for the module.
+
+    The on-demand test (first in this file) makes it; the on-schedule test (last) finds its scheduled Job:
+    the wait for the next minute boundary (up to 60 s) passes while the tests between them run.
+    """
+    name = f"sim-{uuid.uuid4().hex[:8]}"
+    shared_cluster.kubectl("create", "namespace", name)
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "tick"},
+               "spec": {"schedule": "*/1 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                   "restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
+    apply(shared_cluster, name, cronjob)
+    return name
+
+
+def test_cronjob_runs_on_demand(shared_cluster: Cluster, ticking: str) -> None:
+    # what `kubectl create job --from=cronjob/tick` sends (it POSTs protobuf, hence the apply here)
+    manual = shared_cluster.kubectl("create", "job", "--from=cronjob/tick", "now", "-n", ticking,
+                                    "--dry-run=client", "-o", "yaml").stdout
+    shared_cluster.kubectl("apply", "-n", ticking, "-f", "-", input_text=manual)
+    shared_cluster.kubectl("wait", "--for=condition=complete", "job/now", "-n", ticking, "--timeout=20s")
+
+
 def test_the_node_is_ready_and_get_all_shows_pods_and_the_kubernetes_service(shared_cluster: Cluster,
                                                                               ns: str) -> None:
     nodes = shared_cluster.kubectl("get", "nodes").stdout.split("\n")
@@ -230,26 +254,6 @@ def test_bare_pods_run_finish_or_stay_unschedulable(shared_cluster: Cluster, ns:
     assert "nodeName" not in pinned["spec"]
 
 
-def test_cronjob_runs_on_schedule_and_on_demand(shared_cluster: Cluster, ns: str) -> None:
-    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "tick"},
-               "spec": {"schedule": "*/1 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
-                   "restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
-    apply(shared_cluster, ns, cronjob)
-    # what `kubectl create job --from=cronjob/tick` sends (it POSTs protobuf, hence the apply here)
-    manual = shared_cluster.kubectl("create", "job", "--from=cronjob/tick", "now", "-n", ns, "--dry-run=client",
-                                    "-o", "yaml").stdout
-    shared_cluster.kubectl("apply", "-n", ns, "-f", "-", input_text=manual)
-    shared_cluster.kubectl("wait", "--for=condition=complete", "job/now", "-n", ns, "--timeout=20s")
-    scheduled = wait_until("a scheduled Job", lambda: [
-        j for j in shared_cluster.get_json("jobs", "-n", ns)["items"] if j["metadata"]["name"] != "now"],
-        timeout=75)
-    assert scheduled[0]["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
-    assert scheduled[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"]
-    status = wait_until("lastScheduleTime", lambda: shared_cluster.get_json("cronjob", "tick", "-n", ns)["status"]
-                        .get("lastScheduleTime"))
-    assert status.endswith(":00Z")
-
-
 def test_auth_can_i_and_whoami(shared_cluster: Cluster) -> None:
     assert shared_cluster.kubectl("auth", "can-i", "create", "deployments").stdout.strip() == "yes"
     assert "*.*" in shared_cluster.kubectl("auth", "can-i", "--list").stdout
@@ -299,3 +303,15 @@ def test_no_simulated_node_keeps_bare_objects_reported_ready(tmp_path: Any) -> N
         assert bare.get_json("statefulset", "db", "-n", "bare")["status"]["readyReplicas"] == 2
     finally:
         bare.stop()
+
+
+def test_cronjob_runs_on_schedule(shared_cluster: Cluster, ticking: str) -> None:
+    """Last in the file: the CronJob was made by the first test (fixture ``ticking``)."""
+    scheduled = wait_until("a scheduled Job", lambda: [
+        j for j in shared_cluster.get_json("jobs", "-n", ticking)["items"] if j["metadata"]["name"] != "now"],
+        timeout=75)
+    assert scheduled[0]["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
+    assert scheduled[0]["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"]
+    status = wait_until("lastScheduleTime", lambda: shared_cluster.get_json("cronjob", "tick", "-n", ticking)["status"]
+                        .get("lastScheduleTime"))
+    assert status.endswith(":00Z")
