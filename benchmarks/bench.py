@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import bench_e2e
@@ -146,13 +147,14 @@ async def measure(quick: bool, work: Path) -> list[Row]:
                 *await burst_rows(work, playbook, 2 if quick else 200)]
 
     # helm_bench.measure runs its own event loop: in a thread, not inside this one
-    if quick:  # a smoke run: the three parts side by side (a third of the time), their figures not comparable
-        runner, e2e, helm = await asyncio.gather(runner_rows(), asyncio.to_thread(bench_e2e.measure, quick, work),
-                                                 asyncio.to_thread(helm_rows, quick))
-        return runner + e2e + helm
-    rows = await runner_rows()
-    rows += await asyncio.to_thread(bench_e2e.measure, quick, work)
-    return rows + await asyncio.to_thread(helm_rows, quick)
+    parts: list[Callable[[], Awaitable[list[Row]]]] = [
+        runner_rows, lambda: asyncio.to_thread(bench_e2e.measure, quick, work),
+        lambda: asyncio.to_thread(helm_rows, quick)]
+    if quick:  # a smoke run: the parts side by side (a third of the time), their figures not comparable
+        results = await asyncio.gather(*(part() for part in parts))
+    else:
+        results = [await part() for part in parts]
+    return [row for rows in results for row in rows]
 
 
 HEADER = """# Performance
