@@ -12,6 +12,8 @@ create or restate a whole object get the owner link described in
 The proxy speaks HTTPS with a throwaway CA of its own, put in every run
 kubeconfig: client-go (kubectl, helm) refuses to send a bearer token over plain
 http, while the Python client used by ``kubernetes.core`` would happily do so.
+Its connections are bounded as on every listener of the project (header and
+idle deadlines, a connection cap: :mod:`hybrid_operator.listeners`).
 
 What a run token is (docs/security.md): 32 random bytes, valid from
 :meth:`OwnerProxy.register_run` until :meth:`OwnerProxy.unregister_run`, which
@@ -38,7 +40,6 @@ import logging
 import os
 import re
 import secrets
-import socket
 import ssl
 import tempfile
 import urllib.parse
@@ -58,6 +59,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from multidict import CIMultiDict
 from yarl import URL
 
+from hybrid_operator import listeners
 from hybrid_operator.ansible import ownership
 from hybrid_operator.kube.connection import Connection
 
@@ -232,16 +234,18 @@ class OwnerProxy:
     """An HTTPS proxy on 127.0.0.1 for Ansible runs; see the module docstring."""
 
     def __init__(self, upstream: Connection, *, inject: bool = True, on_child: ChildCallback | None = None,
-                 port: int = 0) -> None:
+                 port: int = 0, limits: listeners.ConnectionLimits | None = None) -> None:
         self.upstream = upstream
         self.inject = inject
         self.on_child = on_child
         self._port = port
+        #: header and idle deadlines as kube-apiserver's; at most half the descriptors the process has left
+        self.limits = limits or listeners.ConnectionLimits(descriptor_share=0.5)
         self._runs: dict[str, ownership.Owner] = {}
         self._discovery: dict[str, dict[str, _Resource]] = {}
         self._ca_pem = b""
         self._session: aiohttp.ClientSession | None = None
-        self._runner: web.AppRunner | None = None
+        self._runner: listeners.GuardedRunner | None = None
 
     # -- lifecycle
 
@@ -268,16 +272,13 @@ class OwnerProxy:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
         app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_only_api_targets])
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._runner = listeners.GuardedRunner(app, name="ownership-proxy", limits=self.limits,
+                                               handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         try:
             await self._runner.setup()
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", self._port))
-            self._port = int(sock.getsockname()[1])
-            await web.SockSite(self._runner, sock, ssl_context=server_context).start()
+            bound = await listeners.serve(self._runner, "127.0.0.1", self._port, ssl_context=server_context)
+            self._port = bound[0][1]
         except BaseException:
-            sock.close()
             await self.stop()
             raise
         self._ca_pem = ca_pem
@@ -287,16 +288,11 @@ class OwnerProxy:
         """Stops serving; every connection is closed when this returns.
 
         aiohttp closes idle keep-alive connections with a TLS close_notify and leaves the socket open
-        until the client answers, which an idle client may never do; those are aborted here, so that
-        no socket outlives the proxy (or the event loop it ran on).
+        until the client answers, which an idle client may never do; the runner aborts those (and TLS
+        handshakes still in progress), so that no socket outlives the proxy (or the event loop it ran on).
         """
         if self._runner is not None:
-            server = self._runner.server
-            transports = [h.transport for h in server.connections] if server is not None else []
             await self._runner.cleanup()
-            for transport in transports:
-                if transport is not None:
-                    transport.abort()
             self._runner = None
         if self._session is not None:
             await self._session.close()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from hybrid_operator import errors
+from hybrid_operator import errors, listeners
 from hybrid_operator.config.model import Watch
 from hybrid_operator.kube.client import ClusterClient
 
@@ -160,21 +160,26 @@ async def probe_watches(cluster: ClusterClient, targets: Sequence[tuple[str, Wat
         await asyncio.sleep(interval)
 
 
+#: the bounds of the metrics, health and playbook-metrics endpoints: kube-apiserver's header deadline, a short
+#: keep-alive (an idle scraper connection must not hold the shutdown up), and few connections (scrapers and probes)
+ENDPOINT_LIMITS = listeners.ConnectionLimits(idle_timeout=2.0, max_connections=64)
+
+
 async def serve(app: web.Application, address: str, what: str, flag: str = "",
                 ssl_context: ssl.SSLContext | None = None) -> web.AppRunner | None:
     """Serve ``app`` on ``address`` (``host:port``, ``:port`` for every interface, ``0`` for not at all),
-    over HTTPS with ``ssl_context``.
+    over HTTPS with ``ssl_context``, with the connections bounded by :data:`ENDPOINT_LIMITS`.
 
     ``flag`` is the command-line flag that set ``address``: a refusal names it, with the way out.
     """
     host, port = parse_address(address)
     if port is None:
         return None
-    # short keep-alive: an idle scraper connection must not hold the shutdown up
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, handle_signals=False, keepalive_timeout=2.0)
+    runner = listeners.GuardedRunner(app, name=what, limits=ENDPOINT_LIMITS, access_log=None, shutdown_timeout=0.5,
+                                     handle_signals=False)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host or None, port, reuse_address=True, ssl_context=ssl_context).start()
+        await listeners.serve(runner, host or None, port, ssl_context=ssl_context)
     except OSError as exc:
         await runner.cleanup()
         hint = (f"; choose another {flag} (host:0 takes a free port, 0 turns it off) or stop what is using "

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import yaml
 from aiohttp import web
 from multidict import CIMultiDict
 
+from hybrid_operator import listeners
 from hybrid_operator.kube.connection import Connection
 
 READ_METHODS = frozenset({"GET", "HEAD"})
@@ -48,7 +48,7 @@ class DryRunGuard:
         self.overlay = dict(overlay or {})
         self.token = secrets.token_urlsafe(24)
         self.writes: list[tuple[str, str]] = []
-        self._runner: web.AppRunner | None = None
+        self._runner: listeners.GuardedRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._port = 0
 
@@ -59,12 +59,9 @@ class DryRunGuard:
     async def start(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = listeners.GuardedRunner(app, name="preview", access_log=None)
         await self._runner.setup()
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind(("127.0.0.1", 0))
-        self._port = int(listener.getsockname()[1])
-        await web.SockSite(self._runner, listener).start()
+        self._port = (await listeners.serve(self._runner, "127.0.0.1", 0))[0][1]
         connector = aiohttp.TCPConnector(ssl=self.upstream.ssl_context())
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
 

@@ -7,7 +7,10 @@ prints ``Error from server (<Reason>)`` and clients raise the right
 exception.  Paths the API does not serve are 404 Status answers too.  So are
 the answers aiohttp itself gives before any route runs: a body over the
 3 MiB limit (413), a URL over 8 KiB (414), a request line or header it cannot
-parse (400): :class:`StatusRunner` makes those Status objects as well.
+parse (400): :class:`StatusRequestHandler` makes those Status objects as well.
+Connections are bounded as on every listener of the project (header and idle
+deadlines, a connection cap, a lingering close after a refused request line:
+:mod:`hybrid_operator.listeners`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import json
 import logging
 from typing import Any
 
-from aiohttp import web, web_protocol, web_server
+from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
+from hybrid_operator import listeners
 from hybrid_operator.localcluster import errors
 from hybrid_operator.localcluster.apiserver import decoding, encoding, routing
 from hybrid_operator.localcluster.apiserver.context import API_KEY, CONFIG_KEY, ServerConfig
@@ -73,12 +77,17 @@ def _from_http(status: int, reason: str, message: str) -> errors.ApiError:
     return errors.ApiError(status, reasons.get(status, reason.replace(" ", "") or "InternalError"), message)
 
 
-class _StatusRequestHandler(web_protocol.RequestHandler):
-    """aiohttp's protocol handler, answering its own errors (unparsable requests) with a Status."""
+class StatusRequestHandler(listeners.GuardedRequestHandler):
+    """The connection handler: its own errors (unparsable requests) are answered with a Status too."""
 
-    def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
-                     message: str | None = None) -> web.StreamResponse:
-        plain = super().handle_error(request, status, exc, message)  # logs; raises if an answer was begun
+    def error_response(self, request: Any, status: int, exc: BaseException | None,
+                       message: str | None) -> web.StreamResponse:
+        if request.writer.output_size > 0:  # as aiohttp: an answer was begun, the connection is lost
+            raise ConnectionError("the answer was begun already, it cannot become an error answer")
+        if status >= 500:
+            self.log_exception("Error handling request", exc_info=exc)
+        else:
+            log.debug("request refused by the HTTP parser", extra={"status": status, "error": str(exc or message)})
         if isinstance(exc, LineTooLong) and str(exc.args[1]) == str(MAX_LINE_BYTES):
             failure = errors.uri_too_long(MAX_URL_BYTES)  # the request line: its URL is far over the limit
         elif isinstance(exc, LineTooLong):
@@ -91,28 +100,16 @@ class _StatusRequestHandler(web_protocol.RequestHandler):
         answer = web.Response(status=failure.code, body=json.dumps(failure.status()).encode(),
                               content_type="application/json")
         answer.force_close()
-        del plain
         return answer
 
 
-class _StatusServer(web_server.Server):
-    def __call__(self) -> web_protocol.RequestHandler:
-        return _StatusRequestHandler(self, loop=self._loop, **self._kwargs)
-
-
-class StatusRunner(web.AppRunner):
-    """An ``AppRunner`` whose protocol errors are Status answers too (see :class:`_StatusRequestHandler`)."""
-
-    async def _make_server(self) -> web_server.Server:
-        server = await super()._make_server()
-        server.__class__ = _StatusServer
-        return server
-
-
-def runner(application: web.Application) -> web.AppRunner:
-    """The runner to serve ``application`` with: request lines up to :data:`MAX_LINE_BYTES`, Status errors."""
-    return StatusRunner(application, handle_signals=False, access_log=None, shutdown_timeout=1.0,
-                        max_line_size=MAX_LINE_BYTES, max_field_size=MAX_FIELD_BYTES)
+def runner(application: web.Application, limits: listeners.ConnectionLimits | None = None) -> listeners.GuardedRunner:
+    """The runner to serve ``application`` with: request lines up to :data:`MAX_LINE_BYTES`, Status errors,
+    connections bounded by ``limits`` (serve it with :func:`hybrid_operator.listeners.serve`)."""
+    return listeners.GuardedRunner(application, name="api-server", limits=limits,
+                                   handler_class=StatusRequestHandler, handle_signals=False, access_log=None,
+                                   shutdown_timeout=1.0, max_line_size=MAX_LINE_BYTES,
+                                   max_field_size=MAX_FIELD_BYTES)
 
 
 def build_app(api: ObjectApi, config: ServerConfig) -> web.Application:
