@@ -20,6 +20,8 @@ class ServerConfig:
     audit: AuditLog | None = None
     #: KEP-5866 ``shardSelector`` on LIST and WATCH; off: the parameter is ignored, as by an older server
     sharded_list_watch: bool = True
+    #: kube-apiserver's --min-request-timeout: a watch without timeoutSeconds lasts 1 to 2 times this many seconds
+    min_request_timeout: float = 1800.0
 
 
 API_KEY: web.AppKey[ObjectApi] = web.AppKey("api", ObjectApi)

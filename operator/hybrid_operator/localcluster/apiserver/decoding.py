@@ -52,6 +52,29 @@ def parse_bool(value: str | None, name: str) -> bool:
     raise errors.bad_request(f'invalid boolean value "{value}" for query parameter {name}')
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def parse_int64(text: str) -> int:
+    """An integer query parameter as kube-apiserver's parameter decoding reads it (Go's
+    ``strconv.ParseInt(s, 10, 64)``): an optional sign and decimal digits, within int64; anything
+    else is kube's 400 with Go's error text."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise errors.bad_request(f"strconv.ParseInt: parsing {quoted}: invalid syntax")
+    value = int(text)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise errors.bad_request(f"strconv.ParseInt: parsing {quoted}: value out of range")
+    return value
+
+
+def timeout_seconds(request: web.Request) -> int | None:
+    """The ``timeoutSeconds`` of a LIST or WATCH (None when absent); not an int64: 400, as kube-apiserver answers."""
+    text = request.query.get("timeoutSeconds")
+    return None if text is None else parse_int64(text)
+
+
 def is_true(value: str | None) -> bool:
     """A lenient boolean flag: true only for the words ``strconv.ParseBool`` reads as true."""
     return value in TRUE_WORDS

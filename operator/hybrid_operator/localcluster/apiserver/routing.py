@@ -95,6 +95,7 @@ async def _read(request: web.Request, target: Target) -> web.StreamResponse:
         return await get_resource(request, target)
     labels, fields = decoding.selectors(request, target.info)
     shard = decoding.shard_selector(request, config_of(request).sharded_list_watch)
+    decoding.timeout_seconds(request)  # a LIST decodes it too: a malformed one is a 400 either way
     if decoding.parse_bool(request.query.get("watch"), "watch"):
         return await watch_resources(request, target, labels, fields, shard)
     return await list_resources(request, target, labels, fields, shard)

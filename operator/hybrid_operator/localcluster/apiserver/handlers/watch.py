@@ -9,12 +9,20 @@ label/field selector filtering (objects moving in or out of a selector appear
 as ADDED/DELETED), KEP-5866 ``shardSelector`` filtering (echoed as ``shardInfo`` in
 the metadata of the ``initial-events-end`` bookmark, the watch's end of initial
 sync), and closing at ``timeoutSeconds``.
+
+``timeoutSeconds`` is read as kube-apiserver reads it: not an int64 (``abc``,
+``1e20``): 400 BadRequest with Go's ``strconv.ParseInt`` error; absent or 0: a
+deadline drawn between ``--min-request-timeout`` and twice that (so no watch
+lasts for ever unless that flag is 0); negative: a deadline already passed, so
+the stream ends at once (kube-apiserver allows negative values and times the
+watch out immediately).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -85,7 +93,7 @@ class WatchOptions:
             rv=_parse_rv(query.get("resourceVersion")),
             send_initial=decoding.is_true(query.get("sendInitialEvents", "")),
             bookmarks=decoding.is_true(query.get("allowWatchBookmarks", "")),
-            deadline=_deadline(query.get("timeoutSeconds", "")),
+            deadline=_deadline(decoding.timeout_seconds(request), config_of(request).min_request_timeout),
         )
         if options.send_initial and query.get("resourceVersionMatch") != "NotOlderThan":
             raise errors.invalid("ListOptions", "meta.k8s.io", "", [{
@@ -93,6 +101,9 @@ class WatchOptions:
                 "message": "Forbidden: sendInitialEvents is forbidden for watch unless "
                            "resourceVersionMatch is set to NotOlderThan"}])
         return options
+
+    def expired(self) -> bool:
+        return self.deadline is not None and self.deadline <= time.monotonic()
 
     def wait(self, interval: float) -> float | None:
         """How long to wait for the next change before a bookmark; None once the deadline passed."""
@@ -110,8 +121,15 @@ def _parse_rv(text: str | None) -> int | None:
     return int(text)
 
 
-def _deadline(timeout_text: str) -> float | None:
-    return time.monotonic() + float(timeout_text) if timeout_text.isdigit() else None
+def _deadline(timeout: int | None, min_request_timeout: float) -> float | None:
+    """When the watch ends: ``timeoutSeconds`` from now, or (absent or 0) a random time between
+    ``min_request_timeout`` and twice that, as kube-apiserver spreads reconnections; None: never
+    (only with ``--min-request-timeout 0``)."""
+    if timeout:
+        return time.monotonic() + timeout
+    if min_request_timeout <= 0:
+        return None
+    return time.monotonic() + min_request_timeout * (1.0 + random.random())
 
 
 class _Stream:
@@ -178,6 +196,8 @@ async def watch_resources(request: web.Request, target: Target, labels: LabelSel
                           fields: FieldSelector, shard: ShardSelector | None = None) -> web.StreamResponse:
     api, info = api_of(request), target.info
     options = WatchOptions.of(request)
+    if options.expired():  # a negative timeoutSeconds: the watch is over before it began
+        return await _ended(request)
     events = Filter(target.namespace, labels, fields, shard)
     backlog: list[Change] | None = None
     if options.rv and not options.send_initial:
@@ -206,6 +226,15 @@ async def watch_resources(request: web.Request, target: Target, labels: LabelSel
         pass
     finally:
         api.store.changes.unsubscribe(queue)
+    return response
+
+
+async def _ended(request: web.Request) -> web.StreamResponse:
+    """A watch stream without any event: its deadline had passed already."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    await response.write_eof()
     return response
 
 
