@@ -22,6 +22,7 @@ import yaml
 
 from hybrid_operator.ansible.proxy import OwnerProxy, RunCredentials
 from hybrid_operator.kube.connection import Connection
+from hybrid_operator.listeners import ConnectionLimits
 from support.cluster import Cluster
 
 pytestmark = [pytest.mark.security, pytest.mark.integration]
@@ -32,8 +33,8 @@ OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner", 
 class ProxyThread:
     """An OwnerProxy on its own event loop in a thread."""
 
-    def __init__(self, upstream: Connection) -> None:
-        self.proxy = OwnerProxy(upstream)
+    def __init__(self, upstream: Connection, limits: ConnectionLimits | None = None) -> None:
+        self.proxy = OwnerProxy(upstream, limits=limits)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()

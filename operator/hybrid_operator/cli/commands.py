@@ -27,6 +27,10 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--data-dir", type=Path, default=Path(".hybrid/cluster"),
                         help="directory holding state.db (default .hybrid/cluster)")
     parser.add_argument("--in-memory", action="store_true", help="keep nothing on disk")
+    parser.add_argument("--reset-data", action="store_true",
+                        help="start a new, empty cluster: an existing state.db (with its -wal and -shm) is kept "
+                             "beside it as state.db.reset-<time>; without it, an empty or unreadable state.db "
+                             "is refused")
     parser.add_argument("--kubeconfig", type=Path, default=Path(".hybrid/kubeconfig"),
                         help="kubeconfig written once the server accepts requests (default .hybrid/kubeconfig)")
     parser.add_argument("--no-controllers", action="store_true",
@@ -46,6 +50,17 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--event-ttl", type=_duration, default=timedelta(hours=1),
                         help="delete an Event not written for this long, as kube-apiserver's --event-ttl "
                              "(Go duration, default 1h; 0 keeps Events forever)")
+    parser.add_argument("--min-request-timeout", type=int, default=1800, metavar="SECONDS",
+                        help="a watch without timeoutSeconds ends after 1 to 2 times this, as kube-apiserver's flag "
+                             "(default 1800; 0: such watches never end)")
+    parser.add_argument("--header-timeout", type=_positive_seconds, default=32.0, metavar="SECONDS",
+                        help="a connection must finish its TLS handshake and a request header within this "
+                             "(default 32, kube-apiserver's)")
+    parser.add_argument("--idle-timeout", type=_positive_seconds, default=90.0, metavar="SECONDS",
+                        help="close a kept-alive connection idle this long (default 90, kube-apiserver's)")
+    parser.add_argument("--max-connections", type=int, default=0, metavar="N",
+                        help="open connections at most; at the cap the longest idle one is closed, or the new "
+                             "one refused when all are busy (default 0: the file descriptor limit less 64)")
 
 
 def _check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -125,6 +140,9 @@ def _up_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--no-summary", action="store_true", help="log changes instead of the live summary")
     parser.add_argument("--audit-log", type=Path, default=None,
                         help="the local cluster appends one JSON line per resource request to this file")
+    parser.add_argument("--reset-data", action="store_true",
+                        help="start the local cluster new and empty (its old state.db is kept beside it as "
+                             "state.db.reset-<time>)")
     # a development setup: metrics and probes on loopback, on free ports (printed at startup), so that a
     # second `up` or a molecule run beside it never collides; `run` keeps the SDK's :8080/:8081
     _operator_options(parser, artifacts=Path(".hybrid/runner"), bind_defaults=("127.0.0.1:0", "127.0.0.1:0"))
@@ -292,8 +310,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e9:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
 def run_cluster(args: argparse.Namespace) -> int:
+    from hybrid_operator import listeners
     from hybrid_operator.localcluster import server
+    from hybrid_operator.localcluster.storage.damage import StoreError
 
     options = server.ClusterOptions(
         port=args.port,
@@ -308,9 +338,16 @@ def run_cluster(args: argparse.Namespace) -> int:
         watch_history_bytes=args.watch_history_bytes,
         event_ttl=args.event_ttl.total_seconds(),
         sharded_list_watch=not args.no_sharded_list_watch,
+        connections=listeners.ConnectionLimits(header_timeout=args.header_timeout, idle_timeout=args.idle_timeout,
+                                               max_connections=max(0, args.max_connections)),
+        min_request_timeout=max(0, args.min_request_timeout),
+        reset_data=args.reset_data,
     )
     try:
         asyncio.run(server.serve_forever(options))
+    except StoreError as exc:
+        print(f"hybrid-operator cluster: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"hybrid-operator cluster: cannot serve on 127.0.0.1:{args.port}: {exc.strerror}. "
               "Choose another --port or stop what is using it.", file=sys.stderr)
@@ -413,7 +450,7 @@ def run_up(args: argparse.Namespace) -> int:
 
     options = up.UpOptions(port=args.port, data_dir=args.data_dir, kubeconfig=args.kubeconfig,
                            crd_dir=args.crd_dir, samples_dir=args.samples_dir, log_format=args.log_format,
-                           summary=not args.no_summary, audit_log=args.audit_log)
+                           summary=not args.no_summary, audit_log=args.audit_log, reset_data=args.reset_data)
     try:
         return up.run(options, _settings(args, args.kubeconfig))
     except errors.ConfigurationError as exc:

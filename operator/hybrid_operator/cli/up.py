@@ -58,6 +58,7 @@ class UpOptions:
     log_format: str = "text"
     summary: bool = True
     audit_log: Path | None = None
+    reset_data: bool = False  # the cluster's --reset-data
 
 
 def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
@@ -71,6 +72,8 @@ def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
                "--kubeconfig", str(options.kubeconfig)]
     if options.audit_log is not None:
         command += ["--audit-log", str(options.audit_log)]
+    if options.reset_data:
+        command.append("--reset-data")
     start = log_path.stat().st_size if log_path.exists() else 0
     with log_path.open("ab") as handle:
         # a session of its own: a Ctrl-C reaches `up` alone, which stops the operator first, the cluster last
@@ -83,7 +86,9 @@ def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
                 tail = handle.read().decode(errors="replace")[-2000:]
             hint = (f"\nPort {options.port} is taken (another `make run`?): pass another one, "
                     f"e.g. `make run ARGS='--port {options.port + 1}'` or `hybrid-operator up --port "
-                    f"{options.port + 1}`." if "cannot serve on" in tail else "")
+                    f"{options.port + 1}`." if "cannot serve on" in tail else
+                    "\nTo start a new, empty local cluster: `hybrid-operator up --reset-data` (the old state.db is "
+                    "kept beside it)." if "--reset-data" in tail else "")
             raise errors.ConfigurationError(
                 f"the local cluster exited with code {process.returncode} (log: {log_path}):\n{tail}{hint}")
         if time.monotonic() > deadline:

@@ -1,7 +1,8 @@
 """Running the embedded API server: data dir, token, kubeconfig, lifecycle.
 
 ``hybrid-operator cluster`` lands here.  The server binds 127.0.0.1 only,
-keeps its objects in ``<data-dir>/state.db`` (or in memory), serves TLS with
+keeps its objects in ``<data-dir>/state.db`` (or in memory; a damaged or empty
+file is refused or salvaged, see :mod:`.storage.damage`), serves TLS with
 its own CA (see :mod:`tls`: client-go never sends a token over plain http),
 authenticates every request with a bearer token generated once per data dir, writes a
 kubeconfig for kubectl/helm/the operator once it accepts requests, runs the
@@ -19,12 +20,12 @@ import signal
 import sqlite3
 import string
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from aiohttp import web
 
+from hybrid_operator import listeners
 from hybrid_operator.localcluster import files, tls
 from hybrid_operator.localcluster.apiserver import app, decoding
 from hybrid_operator.localcluster.apiserver.audit import AuditLog
@@ -62,6 +63,9 @@ class ClusterOptions:
     host: str = "127.0.0.1"
     audit_log: Path | None = None  # one JSON line per resource request (--audit-log)
     sharded_list_watch: bool = True  # KEP-5866 shardSelector honoured (--no-sharded-list-watch: ignored)
+    connections: listeners.ConnectionLimits = field(default_factory=listeners.ConnectionLimits)  # deadlines, cap
+    min_request_timeout: float = 1800.0  # a watch without timeoutSeconds ends after 1-2 times this (kube's flag)
+    reset_data: bool = False  # set an existing state.db aside and start empty (--reset-data)
 
 
 def kubeconfig_text(server: str, token: str, ca_pem: bytes) -> str:
@@ -84,7 +88,7 @@ def open_store(options: ClusterOptions) -> Store:
         return Store(None, history=options.watch_history, history_bytes=options.watch_history_bytes)
     files.private_dir(options.data_dir)
     return Store(options.data_dir / "state.db", history=options.watch_history,
-                 history_bytes=options.watch_history_bytes)
+                 history_bytes=options.watch_history_bytes, reset=options.reset_data)
 
 
 def random_token() -> str:
@@ -117,7 +121,7 @@ class ClusterServer:
         self.api = ObjectApi(self.store, Registry.with_builtins())
         self.token = ensure_token(self.store)
         seed(self.api)
-        self._runner: web.AppRunner | None = None
+        self._runner: listeners.GuardedRunner | None = None
         self._controllers: ControllerManager | None = None
         self._event_expiry = EventExpiry(self.api, options.event_ttl)
         self._audit: AuditLog | None = None
@@ -140,16 +144,14 @@ class ClusterServer:
             self._audit = AuditLog(self.options.audit_log)
         config = ServerConfig(token=self.token, address=f"{self.options.host}:{self.options.port}",
                                    bookmark_interval=self.options.bookmark_interval, audit=self._audit,
-                                   sharded_list_watch=self.options.sharded_list_watch)
+                                   sharded_list_watch=self.options.sharded_list_watch,
+                                   min_request_timeout=self.options.min_request_timeout)
         application = app.build_app(self.api, config)
-        self._runner = app.runner(application)
+        self._runner = app.runner(application, self.options.connections)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True,
-                           ssl_context=self.certs.server_context())
-        await site.start()
-        sockets = getattr(site._server, "sockets", None) or []  # the real port when 0 was asked
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        bound = await listeners.serve(self._runner, self.options.host, self.options.port,
+                                      ssl_context=self.certs.server_context())
+        self.port = bound[0][1]  # the real port when 0 was asked
         if self.options.controllers:
             settings = ControllerSettings(simulated_node=self.options.simulated_node, api_port=self.port,
                                           ca_pem=self.certs.ca_cert.read_text())
@@ -160,7 +162,8 @@ class ClusterServer:
             files.write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
                                                                      self.certs.ca_cert.read_bytes()))
         log.info("cluster serving", extra={"url": self.url, "kubeconfig": str(self.options.kubeconfig),
-                                           "objects": sum(self.store.count(k) for k in self.store.storage_keys())})
+                                           "objects": sum(self.store.count(k) for k in self.store.storage_keys()),
+                                           "quarantined": len(self.store.quarantined)})
 
     async def stop(self) -> None:
         await self._checkpoints.stop()  # the checkpoint in flight ends first: the store is closed below
@@ -184,6 +187,10 @@ async def serve_forever(options: ClusterOptions) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await server.start()
+    if server.store.quarantined:
+        print(f"hybrid-operator cluster: {len(server.store.quarantined)} damaged row(s) of "
+              f"{options.data_dir / 'state.db'} were moved to its quarantine table and are not served: "
+              + "; ".join(f"{q.source} {q.key} ({q.reason})" for q in server.store.quarantined[:10]), flush=True)
     print(f"hybrid-operator cluster serving {server.url}", flush=True)
     if options.kubeconfig is not None:
         print(f"export KUBECONFIG={options.kubeconfig.resolve()}", flush=True)
