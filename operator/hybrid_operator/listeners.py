@@ -27,9 +27,10 @@ playbook-metrics endpoints, ``preview``'s local endpoint) is therefore served th
   (at most :attr:`ConnectionLimits.linger_bytes`, for at most
   :attr:`ConnectionLimits.linger_seconds`, until it stops sending for
   :data:`LINGER_QUIET_SECONDS`), so that the client reads the answer instead of a reset.
-* **Repeated errors are logged at most once a** :data:`REPEAT_LOG_SECONDS` (:class:`RepeatLimiter`),
-  with the count of the ones left out: asyncio's accept errors, aiohttp's protocol errors and this
-  module's own refusals.
+* **Repeated errors are logged at most once per** :data:`REPEAT_LOG_SECONDS` (:class:`RepeatLimiter`),
+  with the count of the ones left out: every record of the ``asyncio`` and ``aiohttp.server``
+  loggers (accept errors, protocol errors) and of this module (refusals, closed connections) that
+  repeats one seen within that time.
 
 This module imports nothing else from the project: the embedded cluster and the operator share it
 (``.importlinter``).

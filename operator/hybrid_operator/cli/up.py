@@ -95,6 +95,11 @@ def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
             process.terminate()
             raise errors.ConfigurationError(f"the local cluster did not start within 60 s (log: {log_path})")
         time.sleep(0.05)
+    with log_path.open("rb") as handle:  # what the cluster reports at start (damaged rows of state.db)
+        handle.seek(start)
+        for line in handle.read().decode(errors="replace").splitlines():
+            if line.startswith("hybrid-operator cluster:"):
+                print(line, file=sys.stderr, flush=True)
     return process
 
 
