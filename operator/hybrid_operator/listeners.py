@@ -64,7 +64,7 @@ TLS_SHUTDOWN_SECONDS = 5.0
 #: descriptors kept back from the connection cap for everything else a process opens
 RESERVED_DESCRIPTORS = 64
 #: a lingering close ends once the client has sent nothing for this long
-LINGER_QUIET_SECONDS = 0.5
+LINGER_QUIET_SECONDS = 1.0
 #: a repeated log record (same logger, message and exception type) is let through once per this many seconds
 REPEAT_LOG_SECONDS = 30.0
 #: ``accept()`` errors that mean the process (or the system) has no descriptor or buffer left

@@ -67,15 +67,15 @@ def log_since(cluster: Cluster, offset: int) -> str:
 
 
 def test_connections_without_a_complete_header_are_closed_at_the_deadline(start: Callable[..., Cluster]) -> None:
-    started = start("--header-timeout", "2")
+    started = start("--header-timeout", "5")
     clients = Clients(started.port, cluster_ssl_context(started))
     try:
         clients.connect_plain(100)
         clients.connect_quiet(100)
         clients.connect_slow(100)
         get_answers(started)  # the 300 slow clients do not stop anyone else
-        took = clients.wait_closed(within=15.0)
-        assert took < 15.0
+        took = clients.wait_closed(within=20.0)
+        assert took < 20.0
     finally:
         clients.close()
     get_answers(started)
@@ -143,7 +143,7 @@ def test_running_out_of_descriptors_logs_the_error_a_bounded_number_of_times(sta
         time.sleep(2.0)
         log = log_since(started, offset)
         repeated = [line for line in log.splitlines() if any(word in line for word in REPEATED_ERROR_WORDS)]
-        assert len(repeated) <= 6, f"{len(repeated)} log lines for the repeated error:\n" + "\n".join(repeated[:20])
+        assert len(repeated) <= 10, f"{len(repeated)} log lines for the repeated error:\n" + "\n".join(repeated[:20])
         assert log.count("Traceback") <= 1, log[-3000:]
         get_answers(started)
     finally:
@@ -158,7 +158,7 @@ def test_a_request_line_over_the_limit_is_answered_414_while_the_client_is_still
                 context.wrap_socket(plain, server_hostname="127.0.0.1") as sock:
             sock.sendall(b"GET /api/v1/namespaces/default/configmaps?labelSelector=" + b"a" * 20000)
             for _ in range(4):  # the rest of a 80 KB request line, still coming after the answer was sent
-                time.sleep(0.2)
+                time.sleep(0.1)
                 sock.sendall(b"a" * 15000)
             sock.sendall(f" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {started.token}\r\n\r\n".encode())
             data = b""
