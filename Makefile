@@ -33,7 +33,7 @@ ARGS ?=
 TEST_WORKERS ?= 3
 
 .PHONY: setup run cluster test test-unit test-integration test-security test-newcomer lint bench bench-quick bench-sequential bench-cluster bench-sharding bench-helm chaos chaos-smoke coverage clean \
-	manifests molecule dist conformance
+	manifests molecule dist conformance kube kube-sync test-kube
 
 setup: $(STAMP)
 
@@ -120,6 +120,19 @@ chaos-smoke: setup  ## `make chaos --quick` checked: every scenario ran, 0 lost,
 
 chaos: setup  ## fault injection (kill -9, outages, storms, soak): the table of docs/reliability.md (bounded loops; 10 min on a 2-core machine)
 	$(BIN)/python benchmarks/chaos.py --output docs/reliability.md
+
+# -- the real control plane (docs/real-cluster.md) -------------------------------------------------
+# kube-apiserver, kube-controller-manager (k8s.io/kubernetes, pinned in tools/kube/go.mod) and our etcd
+# main, built into ~/.cache/hybrid-operator/kube/<release>/bin ($$HYBRID_CACHE moves it); reused when the
+# stamp matches. A first build takes 10-25 minutes on 2 cores (nice'd: it yields to everything else).
+kube: setup  ## build the real control plane into the cache (first time: minutes; then reused)
+	nice -n 10 $(BIN)/python scripts/kube_build.py
+
+kube-sync: setup  ## pin tools/kube/go.mod to the release in localcluster/realplane/build.py (staging replaces derived from its go.mod)
+	$(BIN)/python scripts/kube_sync.py
+
+test-kube: kube  ## the tests that run the real control plane (pytest -m kube)
+	$(BIN)/pytest -m kube -q $(PYTEST_FLAGS)
 
 clean:
 	rm -rf $(VENV) .hybrid .pytest_cache .mypy_cache .ruff_cache
