@@ -74,6 +74,8 @@ func run() error {
 	cfg.ClientTLSInfo = tlsInfo
 	cfg.PeerTLSInfo = tlsInfo
 	cfg.QuotaBackendBytes = *quota
+	// etcd's own main sets this default, embed does not: without it every request is logged as slow
+	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	cfg.LogLevel = *logLevel
 	cfg.LogOutputs = []string{"stderr"}
 
