@@ -57,7 +57,7 @@ cluster: setup  ## the embedded cluster alone, in the foreground; ARGS='--port 6
 lint: setup  ## ruff, mypy --strict, import-linter contracts, complexity/size limits (radon)
 	$(BIN)/ruff check operator tests scripts benchmarks
 	$(BIN)/mypy
-	$(BIN)/mypy --strict scripts/install_tools.py scripts/conformance.py scripts/conformance_checkout.py benchmarks
+	$(BIN)/mypy --strict scripts/install_tools.py scripts/conformance.py scripts/conformance_checkout.py scripts/kube_build.py scripts/kube_sync.py scripts/kep5866_probe.py benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/lint_complexity.py
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("cluster", help="run the embedded Kubernetes API server in the foreground")
     parser.add_argument("--port", type=int, default=6443, help="TCP port on 127.0.0.1 (default 6443)")
+    _control_plane_option(parser)
     parser.add_argument("--data-dir", type=Path, default=Path(".hybrid/cluster"),
                         help="directory holding state.db (default .hybrid/cluster)")
     parser.add_argument("--in-memory", action="store_true", help="keep nothing on disk")
@@ -127,9 +128,16 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         help="kubeconfig to use (default: $KUBECONFIG, else the in-cluster service account)")
 
 
+def _control_plane_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--control-plane", choices=("embedded", "real"), default="embedded",
+                        help="embedded: the API server of this package (default); real: etcd, kube-apiserver and "
+                             "kube-controller-manager built by `make kube` (docs/real-cluster.md)")
+
+
 def _up_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("up", help="local cluster + CRDs + operator + samples, with a live summary (make run)")
     parser.add_argument("--port", type=int, default=6443, help="local cluster port on 127.0.0.1 (default 6443)")
+    _control_plane_option(parser)
     parser.add_argument("--data-dir", type=Path, default=Path(".hybrid/cluster"),
                         help="local cluster data (default .hybrid/cluster; reused by the next up)")
     parser.add_argument("--kubeconfig", type=Path, default=Path(".hybrid/kubeconfig"),
@@ -320,10 +328,35 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def run_real_cluster(args: argparse.Namespace) -> int:
+    """``cluster --control-plane real``: the options that mean something there, the others refused."""
+    from hybrid_operator.localcluster.realplane import build, launcher
+
+    refused = [flag for flag, given in (("--in-memory", args.in_memory),
+                                        ("--bookmark-interval", args.bookmark_interval != 30.0),
+                                        ("--event-ttl 0", args.event_ttl.total_seconds() <= 0)) if given]
+    if refused:
+        print(f"hybrid-operator cluster: {', '.join(refused)} is for the embedded cluster only; drop it or "
+              "leave out --control-plane real", file=sys.stderr)
+        return 2
+    options = launcher.RealOptions(
+        port=args.port, data_dir=args.data_dir, kubeconfig=args.kubeconfig, audit_log=args.audit_log,
+        controllers=not args.no_controllers, sharded_list_watch=not args.no_sharded_list_watch,
+        event_ttl=args.event_ttl.total_seconds())
+    try:
+        return launcher.serve_forever(options)
+    except (build.BuildMissing, launcher.ControlPlaneError) as exc:
+        print(f"hybrid-operator cluster: {exc}", file=sys.stderr)
+        return 1
+
+
 def run_cluster(args: argparse.Namespace) -> int:
     from hybrid_operator import listeners
     from hybrid_operator.localcluster import server
     from hybrid_operator.localcluster.storage.damage import StoreError
+
+    if args.control_plane == "real":
+        return run_real_cluster(args)
 
     options = server.ClusterOptions(
         port=args.port,
@@ -450,7 +483,8 @@ def run_up(args: argparse.Namespace) -> int:
 
     options = up.UpOptions(port=args.port, data_dir=args.data_dir, kubeconfig=args.kubeconfig,
                            crd_dir=args.crd_dir, samples_dir=args.samples_dir, log_format=args.log_format,
-                           summary=not args.no_summary, audit_log=args.audit_log, reset_data=args.reset_data)
+                           summary=not args.no_summary, audit_log=args.audit_log,
+                           reset_data=args.reset_data, control_plane=args.control_plane)
     try:
         return up.run(options, _settings(args, args.kubeconfig))
     except errors.ConfigurationError as exc:

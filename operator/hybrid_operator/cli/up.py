@@ -44,6 +44,10 @@ FIELD_MANAGER = "hybrid-operator-up"
 #: what `up` itself installs (CRDs, samples) is sent with this user agent (audit logs tell it apart)
 USER_AGENT = f"hybrid-operator-up/{__version__}"
 SUMMARY_INTERVAL = 2.0
+STARTUP_SECONDS = 60
+REAL_STARTUP_SECONDS = 240
+#: the real control plane stops three processes in turn, each given up to 15 s
+STOP_SECONDS = {"embedded": 20, "real": 60}
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class UpOptions:
     summary: bool = True
     audit_log: Path | None = None
     reset_data: bool = False  # the cluster's --reset-data
+    control_plane: str = "embedded"  # or "real": etcd + kube-apiserver + kube-controller-manager (make kube)
 
 
 def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
@@ -74,11 +79,15 @@ def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
         command += ["--audit-log", str(options.audit_log)]
     if options.reset_data:
         command.append("--reset-data")
+    if options.control_plane != "embedded":
+        command += ["--control-plane", options.control_plane]
     start = log_path.stat().st_size if log_path.exists() else 0
     with log_path.open("ab") as handle:
         # a session of its own: a Ctrl-C reaches `up` alone, which stops the operator first, the cluster last
         process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 60
+    # the real control plane's API server takes longer to be ready (etcd, then its post-start hooks)
+    limit = STARTUP_SECONDS if options.control_plane == "embedded" else REAL_STARTUP_SECONDS
+    deadline = time.monotonic() + limit
     while not options.kubeconfig.exists():
         if process.poll() is not None:
             with log_path.open("rb") as handle:
@@ -93,7 +102,7 @@ def start_cluster(options: UpOptions) -> subprocess.Popen[bytes]:
                 f"the local cluster exited with code {process.returncode} (log: {log_path}):\n{tail}{hint}")
         if time.monotonic() > deadline:
             process.terminate()
-            raise errors.ConfigurationError(f"the local cluster did not start within 60 s (log: {log_path})")
+            raise errors.ConfigurationError(f"the local cluster did not start within {limit} s (log: {log_path})")
         time.sleep(0.05)
     with log_path.open("rb") as handle:  # what the cluster reports at start (damaged rows of state.db)
         handle.seek(start)
@@ -244,6 +253,6 @@ def _run(options: UpOptions, settings: Settings) -> int:
     finally:
         process.terminate()
         try:
-            process.wait(timeout=20)
+            process.wait(timeout=STOP_SECONDS.get(options.control_plane, 20))
         except subprocess.TimeoutExpired:
             process.kill()

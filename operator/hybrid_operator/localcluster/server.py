@@ -13,7 +13,6 @@ cleanly on SIGTERM/SIGINT.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import random
 import signal
@@ -22,8 +21,6 @@ import string
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
 
 from hybrid_operator import listeners
 from hybrid_operator.localcluster import files, tls
@@ -66,21 +63,6 @@ class ClusterOptions:
     connections: listeners.ConnectionLimits = field(default_factory=listeners.ConnectionLimits)  # deadlines, cap
     min_request_timeout: float = 1800.0  # a watch without timeoutSeconds ends after 1-2 times this (kube's flag)
     reset_data: bool = False  # set an existing state.db aside and start empty (--reset-data)
-
-
-def kubeconfig_text(server: str, token: str, ca_pem: bytes) -> str:
-    cluster = {"server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()}
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "hybrid", "cluster": cluster}],
-        "users": [{"name": "hybrid-admin", "user": {"token": token}}],
-        "contexts": [{"name": "hybrid", "context": {"cluster": "hybrid", "user": "hybrid-admin",
-                                                    "namespace": "default"}}],
-        "current-context": "hybrid",
-        "preferences": {},
-    }
-    return yaml.safe_dump(config, sort_keys=False)
 
 
 def open_store(options: ClusterOptions) -> Store:
@@ -159,7 +141,7 @@ class ClusterServer:
             self._controllers.start()
         self._event_expiry.start()
         if self.options.kubeconfig is not None:
-            files.write_atomically(self.options.kubeconfig, kubeconfig_text(self.url, self.token,
+            files.write_atomically(self.options.kubeconfig, tls.kubeconfig_text(self.url, self.token,
                                                                      self.certs.ca_cert.read_bytes()))
         log.info("cluster serving", extra={"url": self.url, "kubeconfig": str(self.options.kubeconfig),
                                            "objects": sum(self.store.count(k) for k in self.store.storage_keys()),
