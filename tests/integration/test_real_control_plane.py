@@ -2,7 +2,8 @@
 `make kube`, started on loopback, used with real kubectl, stopped with SIGINT, restarted on the same data.
 
 The `kube` tests need the build in the cache (`make kube`; `make test-kube` builds and runs them) and are
-skipped with a one-line reason without it. The missing-build message is checked always.
+skipped with a one-line reason without it. The missing-build message, the refusals before anything
+starts and the failure report are checked always (no build needed).
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from hybrid_operator.localcluster.realplane import build
+from hybrid_operator.localcluster.realplane import build, launcher
 from support.cluster import Cluster, free_port, wait_until
 
 pytestmark = pytest.mark.integration
@@ -134,3 +136,42 @@ def test_without_a_build_the_real_control_plane_names_make_kube(tmp_path: Path) 
     assert "run `make kube`" in lines[0] and str(tmp_path / "empty-cache") in lines[0]
     assert not (tmp_path / "kubeconfig").exists()
     assert not (tmp_path / "data").exists()
+
+
+def test_a_taken_port_and_a_held_data_dir_are_refused_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRID_CACHE", str(tmp_path / "cache"))
+    bin_dir = tmp_path / "cache/kube" / build.RELEASE / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in build.COMPONENTS:  # never run: the port is checked first
+        (bin_dir / name).write_text("#!/bin/sh\nexit 99\n")
+        (bin_dir / name).chmod(0o755)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        assert launcher.port_taken(port)
+        options = launcher.RealOptions(port=port, data_dir=tmp_path / "data")
+        with pytest.raises(launcher.ControlPlaneError, match=f"cannot serve on 127.0.0.1:{port}: the port is in use"):
+            launcher.serve_forever(options)
+    assert not (tmp_path / "data").exists()
+    assert not launcher.port_taken(port)
+    layout = launcher.Layout(tmp_path / "data")
+    with launcher.data_dir_lock(layout), pytest.raises(launcher.ControlPlaneError, match="in use by another"), \
+            launcher.data_dir_lock(layout):
+        pass
+    with launcher.data_dir_lock(layout):  # released: taken again
+        pass
+
+
+def test_a_failure_names_the_component_and_quotes_only_this_run_of_its_log(tmp_path: Path) -> None:
+    log_path = tmp_path / "etcd.log"
+    log_path.write_text("old run: fine\n")
+    component = launcher.Component("etcd", ["/bin/sh", "-c", "echo 'bad flag --x' >&2; exit 3"], log_path)
+    component.start()
+    assert component.process is not None
+    component.process.wait(timeout=10)
+    message = str(component.failure("did not start"))
+    assert message.startswith(f"etcd did not start: it exited with code 3 (log: {log_path})")
+    assert "bad flag --x" in message and "old run" not in message
+    component.stop()

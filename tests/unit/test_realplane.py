@@ -241,3 +241,4 @@ def test_the_controller_manager_kubeconfig_carries_a_certificate_not_a_token(tmp
     text = launcher.controller_manager_kubeconfig("https://127.0.0.1:7443", keys)
     assert "token" not in text
     assert str(keys.controller_manager_cert) in text and str(keys.controller_manager_key) in text
+
