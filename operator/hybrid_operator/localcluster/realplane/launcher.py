@@ -343,8 +343,29 @@ def data_dir_lock(layout: Layout) -> Iterator[None]:
         yield
 
 
+def _serve(plane: ControlPlane, stop: threading.Event) -> None:
+    try:
+        plane.start(stop)
+    except ControlPlaneError:
+        if stop.is_set():  # Ctrl-C while starting: a clean stop, not a failure
+            return
+        raise
+    if stop.is_set():
+        return
+    options = plane.options
+    print(f"hybrid-operator cluster (real control plane {options.release}) serving {plane.url}", flush=True)
+    if options.kubeconfig is not None:
+        print(f"export KUBECONFIG={options.kubeconfig.resolve()}", flush=True)
+    plane.watch(stop)
+
+
 def serve_forever(options: RealOptions) -> int:
-    """Run the control plane until SIGINT/SIGTERM: 0 after a clean stop, 1 when it failed (message printed)."""
+    """Run the control plane until SIGINT/SIGTERM, then stop it: 0.
+
+    Raises :class:`build.BuildMissing` without a build, and :class:`ControlPlaneError` when the port or
+    the data dir is taken, a component does not start, or one stops on its own (the CLI prints either
+    and exits 1); every component started is stopped first.
+    """
     binaries = build.binaries(options.release)
     if port_taken(options.port):
         raise ControlPlaneError(f"cannot serve on 127.0.0.1:{options.port}: the port is in use. "
@@ -355,19 +376,7 @@ def serve_forever(options: RealOptions) -> int:
     try:
         with data_dir_lock(plane.layout):
             try:
-                try:
-                    plane.start(stop)
-                except ControlPlaneError:
-                    if stop.is_set():  # Ctrl-C while starting: a clean stop, not a failure
-                        return 0
-                    raise
-                if stop.is_set():
-                    return 0
-                print(f"hybrid-operator cluster (real control plane {options.release}) serving {plane.url}",
-                      flush=True)
-                if options.kubeconfig is not None:
-                    print(f"export KUBECONFIG={options.kubeconfig.resolve()}", flush=True)
-                plane.watch(stop)
+                _serve(plane, stop)
             finally:
                 plane.stop()
                 log.info("control plane stopped", extra={"url": plane.url})
