@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 
 def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("cluster", help="run the embedded Kubernetes API server in the foreground")
+    parser = sub.add_parser("cluster", help="run the local cluster in the foreground: the embedded Kubernetes API "
+                            "server, or with --control-plane real etcd, kube-apiserver and kube-controller-manager")
     parser.add_argument("--port", type=int, default=6443, help="TCP port on 127.0.0.1 (default 6443)")
     _control_plane_option(parser)
     parser.add_argument("--data-dir", type=Path, default=Path(".hybrid/cluster"),
