@@ -21,20 +21,9 @@ import pytest
 
 from hybrid_operator.localcluster.realplane import build, launcher
 from support.cluster import Cluster, free_port, wait_until
+from support.realplane import needs_build
 
 pytestmark = pytest.mark.integration
-
-
-def _built() -> str | None:
-    """Why the kube tests cannot run here, or None when the binaries are in the cache."""
-    try:
-        build.binaries()
-    except build.BuildMissing:
-        return f"no real control plane {build.RELEASE} in {build.release_dir()}/bin: run `make kube`"
-    return None
-
-
-needs_build = pytest.mark.skipif(_built() is not None, reason=_built() or "")
 
 
 class RealCluster(Cluster):

@@ -23,18 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_operator.localcluster.realplane import build
 from support.cluster import free_port, wait_until
+from support.realplane import needs_build
 
 pytestmark = [pytest.mark.security, pytest.mark.integration, pytest.mark.kube, pytest.mark.slow]
-
-
-def _missing_build() -> str | None:
-    try:
-        build.binaries()
-    except build.BuildMissing:
-        return f"no real control plane {build.RELEASE} in {build.release_dir()}/bin: run `make kube`"
-    return None
 
 
 def _etcd_port(launcher_pid: int) -> int:
@@ -62,7 +54,7 @@ def _health(url: str, context: ssl.SSLContext | None) -> str:
         return f"refused: {failed}"
 
 
-@pytest.mark.skipif(_missing_build() is not None, reason=_missing_build() or "")
+@needs_build
 def test_etcd_answers_only_the_apiserver_certificate_and_the_pki_is_private(tmp_path: Path) -> None:
     data, kubeconfig, port = tmp_path / "data", tmp_path / "kubeconfig", free_port()
     command = [sys.executable, "-m", "hybrid_operator.cli", "cluster", "--control-plane", "real", "--port",
