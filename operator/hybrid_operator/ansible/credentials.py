@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import secrets
@@ -36,8 +37,11 @@ def root(artifacts_dir: Path) -> Path:
 
 def private_dir(path: Path, *, tighten: bool = True) -> Path:
     """Create ``path`` (and missing parents) with mode 0700. An existing directory that others may
-    enter is tightened to 0700 (``tighten``), else only reported in the log."""
+    enter is tightened to 0700 (``tighten``), else only reported in the log. A symbolic link is
+    refused (OSError): what the operator keeps here never goes where a link points."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.is_symlink():
+        raise OSError(errno.ELOOP, f"{path} is a symbolic link; the operator does not write through links")
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         if tighten:
@@ -77,23 +81,30 @@ def _new_kubeconfig(artifacts_dir: Path, text: str) -> Path:
         raise
 
 
+def remove_entry(entry: Path) -> None:
+    """Remove a file or a directory tree; a symbolic link is removed itself, never what it points to."""
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            entry.unlink()
+
+
 def sweep(artifacts_dir: Path) -> int:
     """Remove every run credentials directory left by an operator that did not end cleanly.
 
     Call it at startup, before any run; returns how many were removed.
     """
-    legacy = artifacts_dir / LEGACY_DIRECTORY
-    if legacy.is_dir() and not legacy.is_symlink():
-        shutil.rmtree(legacy, ignore_errors=True)
+    remove_entry(artifacts_dir / LEGACY_DIRECTORY)
     directory = root(artifacts_dir)
+    if directory.is_symlink():  # never followed: only the link goes
+        directory.unlink()
+        return 0
     if not directory.is_dir():
         return 0
     removed = 0
     for entry in directory.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+        remove_entry(entry)
         removed += 1
     if removed:
         log.info("removed run credentials left by an earlier operator", extra={"count": removed,

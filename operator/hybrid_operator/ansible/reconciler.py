@@ -110,7 +110,7 @@ class AnsibleReconciler:
             return Outcome(failed=True, retry_after=exc.delay)
         if obj is None:
             stub = {"apiVersion": gvk.api_version, "kind": gvk.kind, "metadata": {"namespace": namespace, "name": name}}
-            artifacts.remove_artifacts(self.settings.artifacts_dir, stub)
+            artifacts.remove_artifacts(self.settings.artifacts, stub)
             return Outcome()
         labels = objects.labels(obj)
         if not self.watch.selector.matches(labels):
@@ -172,7 +172,7 @@ class AnsibleReconciler:
         fresh = await asyncio.to_thread(self.cluster.get, ref, objects.namespace(obj), objects.name(obj)) or obj
         self.own_writes.record(await asyncio.to_thread(self.cluster.set_finalizer, ref, fresh, finalizer.name, False))
         self._log_run(obj, result, "finalized", finalizer=True)
-        artifacts.remove_artifacts(self.settings.artifacts_dir, obj)
+        artifacts.remove_artifacts(self.settings.artifacts, obj)
         return Outcome()
 
     async def _run(self, obj: dict[str, Any], options: RunOptions, *, finalizer: bool) -> RunResult:
@@ -181,7 +181,7 @@ class AnsibleReconciler:
             return await self._run_with(obj, options, finalizer, self.kubeconfig)
         run = self.proxy.register_run(obj)
         try:
-            async with credentials.run_kubeconfig(self.settings.artifacts_dir, run.kubeconfig_text()) as path:
+            async with credentials.run_kubeconfig(self.settings.artifacts, run.kubeconfig_text()) as path:
                 return await self._run_with(obj, options, finalizer, path)
         finally:
             self.proxy.unregister_run(run.token)
@@ -200,7 +200,7 @@ class AnsibleReconciler:
             kubeconfig=kubeconfig,
             verbosity=options.verbosity,
             ansible_args=split_ansible_args(self.settings.ansible_args),
-            artifacts_root=self.settings.artifacts_dir,
+            artifacts_root=self.settings.artifacts,
             max_artifacts=options.max_artifacts,
             env=self.env,
             extra_vars=extra,

@@ -124,7 +124,7 @@ def _duration(text: str) -> timedelta:
 
 def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("run", help="run the operator for the kinds in watches.yaml")
-    _operator_options(parser, artifacts=Path("/tmp/hybrid-operator/runner"))
+    _operator_options(parser, artifacts=None)
     parser.add_argument("--kubeconfig", type=Path, default=None,
                         help="kubeconfig to use (default: $KUBECONFIG, else the in-cluster service account)")
 
@@ -157,7 +157,7 @@ def _up_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _operator_options(parser, artifacts=Path(".hybrid/runner"), bind_defaults=("127.0.0.1:0", "127.0.0.1:0"))
 
 
-def _operator_options(parser: argparse.ArgumentParser, artifacts: Path,
+def _operator_options(parser: argparse.ArgumentParser, artifacts: Path | None,
                       bind_defaults: tuple[str, str] = (":8080", ":8081")) -> None:
     parser.add_argument("--watches-file", type=Path, default=Path("watches.yaml"),
                         help="the watches file (default ./watches.yaml)")
@@ -180,8 +180,11 @@ def _operator_options(parser: argparse.ArgumentParser, artifacts: Path,
     _ansible_path_options(parser)
     parser.add_argument("--inject-owner-ref", type=_bool, default=True, metavar="BOOL",
                         help="add owner references to what playbooks create (default true)")
+    default = artifacts or "a new private directory per process, under $XDG_RUNTIME_DIR, ~/.cache/hybrid-operator " \
+                           "or the temporary directory, removed at exit"
     parser.add_argument("--artifacts-dir", type=Path, default=artifacts,
-                        help=f"per-CR ansible-runner directories (default {artifacts})")
+                        help=f"per-CR ansible-runner directories, helm's kubeconfig and run credentials; it must be "
+                             f"this user's alone, not writable by others (default: {default})")
     parser.add_argument("--run-timeout", type=_duration, default=timedelta(hours=1),
                         help="a run taking longer is stopped and reported as failed (default 1h)")
     parser.add_argument("--suppress-override-values", type=_bool, nargs="?", const=True, default=False,
@@ -439,7 +442,8 @@ def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:
         ansible_args=args.ansible_args,
         ansible_debug_logs=parse_bool(environ.get("ANSIBLE_DEBUG_LOGS", ""), False),
         inject_owner_ref=args.inject_owner_ref,
-        artifacts_dir=args.artifacts_dir.absolute(),  # runs have another working directory
+        # runs have another working directory
+        artifacts_dir=args.artifacts_dir.absolute() if args.artifacts_dir is not None else None,
         run_timeout=args.run_timeout,
         suppress_override_values=args.suppress_override_values,
         helm_history_max=max(0, args.history_max),

@@ -45,8 +45,10 @@ class Settings:
     ansible_debug_logs: bool = False
     #: ``--inject-owner-ref`` (accepted; wired with the ownership proxy).
     inject_owner_ref: bool = True
-    #: ``--artifacts-dir``: where per-CR ansible-runner directories live.
-    artifacts_dir: Path = Path("/tmp/hybrid-operator/runner")
+    #: ``--artifacts-dir``: where per-CR ansible-runner directories, the kubeconfig helm uses and each run's
+    #: credentials live. None (the default): a new private directory for this process, made at start
+    #: (:mod:`hybrid_operator.manager.privatedir`); the runtime puts the one in use here before anything runs.
+    artifacts_dir: Path | None = None
     #: ``--run-timeout``: a playbook run taking longer is killed and reported as failed.
     run_timeout: timedelta = timedelta(hours=1)
     #: ``--suppress-override-values``: mask override values (``****``) in ``OverrideValuesInUse`` events.
@@ -93,6 +95,13 @@ class Settings:
     readiness_window: timedelta = timedelta(seconds=15)
     #: environment the process was started with (for per-kind overrides).
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    @property
+    def artifacts(self) -> Path:
+        """The artifacts directory in use (ValueError before the runtime chose one)."""
+        if self.artifacts_dir is None:
+            raise ValueError("no artifacts directory yet: the runtime makes one when the operator starts")
+        return self.artifacts_dir
 
     def kind_suffix(self, gvk: GroupVersionKind) -> str:
         """``<KIND>_<GROUP>`` as the Operator SDK forms it: upper case, ``.`` replaced by ``_``."""

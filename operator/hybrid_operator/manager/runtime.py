@@ -16,14 +16,13 @@ import functools
 import logging
 import signal
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from hybrid_operator import __version__, errors, processes
-from hybrid_operator.ansible import credentials
 from hybrid_operator.ansible.environment import METRICS_URL_ENV, ansible_env
 from hybrid_operator.ansible.ownership import ChildRef, OwnerKey
 from hybrid_operator.ansible.proxy import OwnerProxy
@@ -37,7 +36,7 @@ from hybrid_operator.controller.reconcile import OwnWrites, Reconciler, RunCance
 from hybrid_operator.helm.client import HelmClient, HelmError, chart_digest, find_helm
 from hybrid_operator.helm.reconciler import HelmReconciler
 from hybrid_operator.kube.client import ClusterClient
-from hybrid_operator.manager import health, leader, startup
+from hybrid_operator.manager import health, leader, privatedir, startup
 from hybrid_operator.manager.leader import ElectionConfig, LeaderElector
 from hybrid_operator.manager.metrics import metrics_app, user_metrics_app
 from hybrid_operator.manager.metrics_security import RbacFilter, self_signed_context
@@ -80,7 +79,7 @@ async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig
     if executable is None:
         raise errors.ConfigurationError("helm not found: Helm entries need the helm v4 binary; put it on PATH "
                                         "or set HELM_BINARY")
-    env = {**settings.environ, **processes.marker(processes.scope_of(settings.artifacts_dir))}
+    env = {**settings.environ, **_child_env(settings)}
     client = HelmClient(executable, kubeconfig, history_max=settings.helm_history_max,
                         timeout=settings.helm_timeout.total_seconds(), env=env)
     for watch in charts:
@@ -90,6 +89,15 @@ async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig
             raise errors.ConfigurationError(f"{settings.watches_file}: {watch.gvk}: helm cannot load chart "
                                             f"{watch.chart}: {exc}") from exc
     return client
+
+
+def _child_env(settings: Settings) -> dict[str, str]:
+    """What every child (helm, the warm worker, each run) gets on top of its environment: the marker that
+    ties it to this operator, and the private scratch directory as ``TMPDIR``. Libraries name files in
+    the temporary directory after what they hold (the Kubernetes clients' discovery caches,
+    ``k8srcp-<digest>.json``); in a shared ``/tmp`` another user could make such a file first."""
+    return {**processes.marker(processes.scope_of(settings.artifacts)),
+            "TMPDIR": str(startup.scratch_dir(settings.artifacts))}
 
 
 def _reconciler(watch: model.Watch, cluster: ClusterClient, runner: AnsibleRunner, helm: HelmClient | None,
@@ -153,27 +161,37 @@ def _bound(runner: web.AppRunner | None) -> str:
 async def _serve(settings: Settings, loaded: list[model.Watch],
                  companions: Sequence[Companion] = (), endpoints: Endpoints | None = None) -> int:
     """Run the operator until SIGTERM/SIGINT; ``companions`` run beside it (``hybrid-operator up``)."""
+    # artifacts hold job events and the kubeconfigs: a directory of the operator's user alone, checked
+    # (--artifacts-dir) or made new for this process (the default); UnsafeDirectory stops the start
+    place = privatedir.claim(settings.artifacts_dir, settings.environ)
     try:
-        # artifacts hold job events and the operator's kubeconfig: created for the operator's user only
-        credentials.private_dir(settings.artifacts_dir, tighten=False)
-        lock = startup.ArtifactsLock(settings.artifacts_dir)
+        return await _serve_in(replace(settings, artifacts_dir=place.directory), loaded, companions, endpoints)
+    finally:
+        place.release()
+
+
+async def _serve_in(settings: Settings, loaded: list[model.Watch], companions: Sequence[Companion],
+                    endpoints: Endpoints | None) -> int:
+    """:func:`_serve` once the artifacts directory (``settings.artifacts``) is this process's to use."""
+    try:
+        lock = startup.ArtifactsLock(settings.artifacts)
         startup.sweep_local(lock)  # what an operator killed mid-run left: processes, run kubeconfigs, scratch
         lock.share()
     except OSError as exc:
-        raise errors.ConfigurationError(f"cannot use the artifacts directory {settings.artifacts_dir}: {exc}; "
+        raise errors.ConfigurationError(f"cannot use the artifacts directory {settings.artifacts}: {exc}; "
                                         "choose another --artifacts-dir") from exc
-    scratch = startup.scratch_dir(settings.artifacts_dir)
+    scratch = startup.scratch_dir(settings.artifacts)
     cluster = ClusterClient(settings.kubeconfig, temp_dir=scratch)
     if lock.alone:
-        await asyncio.to_thread(startup.sweep_artifacts, cluster, loaded, settings.artifacts_dir, settings.namespaces)
-    run_kubeconfig = cluster.write_kubeconfig(settings.artifacts_dir / "kubeconfig")
+        await asyncio.to_thread(startup.sweep_artifacts, cluster, loaded, settings.artifacts, settings.namespaces)
+    run_kubeconfig = cluster.write_kubeconfig(settings.artifacts / "kubeconfig")
     chart_names: dict[Path, str] = {}
     helm = await _helm_client(settings, loaded, run_kubeconfig, chart_names)
     run_slots = settings.run_slots(watch.gvk for watch in loaded)
     runner = AnsibleRunner(max_workers=run_slots, timeout=settings.run_timeout.total_seconds(),
                            project_dir=settings.watches_file.resolve().parent, work_dir=scratch,
                            mode="cold" if settings.ansible_runner == "cold" else "warm",
-                           worker_env=processes.marker(processes.scope_of(settings.artifacts_dir)))
+                           worker_env=_child_env(settings))
     slots = asyncio.Semaphore(run_slots)
     metrics = OperatorMetrics(__version__)
     cancel = RunCancel()
@@ -181,7 +199,7 @@ async def _serve(settings: Settings, loaded: list[model.Watch],
     try:
         servers.append(await health.serve(user_metrics_app(metrics.user), "127.0.0.1:0", "user-metrics"))
         env = {**ansible_env(settings), METRICS_URL_ENV: f"http://127.0.0.1:{_bound_port(servers[0])}/metrics",
-               **processes.marker(processes.scope_of(settings.artifacts_dir))}
+               **_child_env(settings)}
         return await _operate(settings, loaded, companions, cluster, runner, helm, slots, run_kubeconfig, env,
                               metrics, cancel, servers, chart_names, endpoints or Endpoints())
     finally:

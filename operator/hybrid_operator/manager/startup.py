@@ -24,10 +24,13 @@ watches, only for resources the API server says do not exist, and never through 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
+import secrets
 import shutil
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,8 +51,7 @@ class ArtifactsLock:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        # O_CLOEXEC: a child (helm, ansible-playbook) must never keep the lock after we die
-        self._fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._fd = _open_lock(directory)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self.alone = True
@@ -62,6 +64,56 @@ class ArtifactsLock:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _open_lock(directory: Path) -> int:
+    """The lock file's descriptor: never through a symbolic link, and never a file of another user.
+
+    A new lock file is made under a temporary name, locked, then linked into place, so that nobody
+    (the sweep of :mod:`hybrid_operator.manager.privatedir`) finds it unlocked meanwhile. A lock file
+    that is a link, or belongs to another user (left from when the directory was open to others), is
+    replaced: whoever holds a lock on it then no longer holds up this operator.
+    """
+    path = directory / LOCK_FILE
+    # O_CLOEXEC: a child (helm, ansible-playbook) must never keep the lock after we die
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(3):
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            fresh = _new_lock(path)
+            if fresh is not None:
+                return fresh
+            continue
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            path.unlink()
+            continue
+        info = os.fstat(fd)
+        if info.st_uid == os.geteuid() and stat.S_ISREG(info.st_mode):
+            return fd
+        os.close(fd)
+        log.warning("replaced a lock file that belonged to another user",
+                    extra={"file": str(path), "uid": info.st_uid})
+        path.unlink()
+    raise OSError(errno.EAGAIN, f"cannot make the lock file {path}: it keeps being replaced")
+
+
+def _new_lock(path: Path) -> int | None:
+    """A fresh lock file at ``path``, already locked (None when another process made one first)."""
+    temporary = path.with_name(f"{path.name}.{secrets.token_hex(8)}")
+    fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            os.close(fd)
+            return None
+        return fd
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def scratch_dir(artifacts_dir: Path) -> Path:
@@ -78,13 +130,12 @@ def sweep_local(lock: ArtifactsLock) -> None:
     processes.kill_leftovers(processes.scope_of(directory))
     credentials.sweep(directory)
     scratch = scratch_dir(directory)
-    if scratch.is_dir() and not scratch.is_symlink():
+    if scratch.is_symlink():  # never followed: only the link goes
+        scratch.unlink()
+    elif scratch.is_dir():
         leftover = list(scratch.iterdir())
         for entry in leftover:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
+            credentials.remove_entry(entry)
         if leftover:
             log.info("removed temporary files left by an earlier operator",
                      extra={"count": len(leftover), "directory": str(scratch)})
@@ -113,7 +164,8 @@ def sweep_artifacts(cluster: ClusterClient, watches: Sequence[Watch], root: Path
             continue
         kind_dir = artifacts.cr_dir(root, gvk, "_", "_").parent.parent
         allowed = set(namespaces) if ref.namespaced and namespaces else None
-        removed += _orphans(kind_dir, existing, allowed, ref.namespaced)
+        if _real_below(root, kind_dir):
+            removed += _orphans(kind_dir, existing, allowed, ref.namespaced)
     if removed:
         log.info("removed artifacts of resources deleted while no operator ran", extra={"count": len(removed)})
     return removed
@@ -141,6 +193,11 @@ def _orphans(kind_dir: Path, existing: set[tuple[str, str]], namespaces: set[str
 
 def _real_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
+
+
+def _real_below(root: Path, path: Path) -> bool:
+    """``path`` and every directory between ``root`` and it are real directories (no link is followed)."""
+    return all(_real_dir(directory) for directory in (path, *path.parents) if root in directory.parents)
 
 
 def _only_artifacts(cr_dir: Path) -> bool:
