@@ -27,7 +27,9 @@ import ctypes.util
 import hashlib
 import logging
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -144,6 +146,24 @@ def kill_leftovers(scope: str, *, wait: float = 5.0, proc: Path = PROC) -> list[
     if pids:
         log.warning("stopped processes left by an earlier operator", extra={"pids": pids, "count": len(pids)})
     return pids
+
+
+def sweep_dead_dirs(parent: Path, prefix: str) -> list[Path]:
+    """Remove ``<parent>/<prefix><pid>-<anything>`` directories whose process ``<pid>`` is gone: what a
+    killed operator could not remove itself. Only this user's real directories (a link is never
+    followed), and only where the pid in the name is not running."""
+    removed = []
+    for path in parent.glob(f"{prefix}*-*"):
+        pid = path.name[len(prefix):].split("-", 1)[0]
+        try:
+            info = path.lstat()
+            if not pid.isdigit() or alive(int(pid)) or info.st_uid != os.getuid() or not stat.S_ISDIR(info.st_mode):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 def wait_or_kill(process: subprocess.Popen[bytes], timeout: float) -> None:

@@ -253,16 +253,19 @@ class FakeHelmClient:
         return str(await self._answer(HelmCall("manifest", name, namespace, {"revision": revision})))
 
     async def install(self, name: str, namespace: str, chart: Path, values: Mapping[str, Any],
-                      options: ActionOptions | None = None) -> Release:
+                      options: ActionOptions | None = None, *, cross_namespace: bool = False) -> Release:
         answer: Release = await self._answer(HelmCall("install", name, namespace,
-                                                {"chart": chart, "values": values, "options": options}))
+                                                {"chart": chart, "values": values, "options": options,
+                                                 "cross_namespace": cross_namespace}))
         return answer
 
     async def upgrade(self, name: str, namespace: str, chart: Path, values: Mapping[str, Any],
-                      options: ActionOptions | None = None, *, dry_run: DryRun | None = None) -> Release:
+                      options: ActionOptions | None = None, *, dry_run: DryRun | None = None,
+                      cross_namespace: bool = False) -> Release:
         method = self.DRY_RUN if dry_run is not None else "upgrade"
         answer: Release = await self._answer(HelmCall(method, name, namespace, {"chart": chart, "values": values,
-                                                                         "options": options, "dry_run": dry_run}))
+                                                                         "options": options, "dry_run": dry_run,
+                                                                         "cross_namespace": cross_namespace}))
         return answer
 
     async def rollback(self, name: str, namespace: str, revision: int, options: ActionOptions | None = None) -> None:

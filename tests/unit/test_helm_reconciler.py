@@ -188,6 +188,31 @@ async def test_a_render_error_on_install_is_reported_without_an_uninstall(cluste
     assert len(cluster.status_patches()) == 1
 
 
+async def test_a_refused_manifest_fails_the_install_without_an_uninstall(cluster: FakeCluster,
+                                                                        helm: FakeHelmClient) -> None:
+    message = "the rendered manifest was refused, nothing was applied: ConfigMap x (v1) names namespace kube-system"
+    helm.script("info", not_found()).script("install", HelmError(HelmErrorKind.REFUSED, message, "install"))
+    cr(cluster, finalizers=[FINALIZER])
+    assert await make(cluster, helm).reconcile("ns", "m") == Outcome(failed=True)
+    assert helm.called() == ["info", "install"]
+    assert helm.calls[1].args["cross_namespace"] is False
+    assert conditions(cluster)["ReleaseFailed"] == ("True", "InstallError", message)
+    assert [(e.type, e.reason, e.message) for e in cluster.events] == [("Warning", "ManifestRefused", message)]
+
+
+async def test_a_refused_candidate_is_an_upgrade_error_and_nothing_is_upgraded(cluster: FakeCluster,
+                                                                              helm: FakeHelmClient) -> None:
+    message = "the rendered manifest was refused, nothing was applied: Deployment m: duplicate key spec.x"
+    helm.script("info", info(1)).script(DRY_RUN, HelmError(HelmErrorKind.REFUSED, message, "upgrade"))
+    helm.script("manifest", MANIFEST)
+    cr(cluster, finalizers=[FINALIZER])
+    assert await make(cluster, helm, allow_cross_namespace=True).reconcile("ns", "m") == Outcome(failed=True)
+    assert "upgrade" not in helm.called() and "rollback" not in helm.called()
+    assert [call.args["cross_namespace"] for call in helm.calls if call.method == DRY_RUN] == [True]
+    assert conditions(cluster)["ReleaseFailed"] == ("True", "UpgradeError", message)
+    assert [(e.type, e.reason) for e in cluster.events] == [("Warning", "ManifestRefused")]
+
+
 async def test_a_failed_install_is_uninstalled(cluster: FakeCluster, helm: FakeHelmClient) -> None:
     error = HelmError(HelmErrorKind.OTHER, 'namespaces "nowhere" not found', "install")
     helm.script("info", not_found()).script("install", error).script("info", info(1, "failed"))

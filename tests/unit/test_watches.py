@@ -145,6 +145,15 @@ def test_dry_run_option_empty_means_client(tmp_path: Path) -> None:
     assert isinstance(watch, HelmWatch) and watch.dry_run_option == "client"
 
 
+def test_allow_cross_namespace_is_off_unless_set(tmp_path: Path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "Chart.yaml").write_text("name: c\n")
+    confined, open_ = load_text(tmp_path, "- {version: v1, kind: A, chart: c}\n"
+                                          "- {version: v1, kind: B, chart: c, allowCrossNamespace: true}\n")
+    assert isinstance(confined, HelmWatch) and confined.allow_cross_namespace is False
+    assert isinstance(open_, HelmWatch) and open_.allow_cross_namespace is True
+
+
 def test_tgz_chart_is_accepted(tmp_path: Path) -> None:
     archive = tmp_path / "nginx-0.1.0.tgz"
     with tarfile.open(archive, "w:gz") as tar:
@@ -351,6 +360,8 @@ BROKEN: list[tuple[str, int | None, str, str | None, list[str]]] = [
     ("override-number", 5, NGX, "overrideValues",
      ["value of 'replicaCount' must be a string, got a number 3; quote it"]),
     ("helm-concurrency-zero", 5, NGX, "maxConcurrentReconciles", ["must be at least 1, got 0"]),
+    ("cross-namespace-string", 5, NGX, "allowCrossNamespace", ["must be true or false (unquoted)"]),
+    ("cross-namespace-on-ansible", 5, MEM, "allowCrossNamespace", ["only valid for Helm entries"]),
 ]
 
 

@@ -6,11 +6,11 @@
 {{/* Labels shared by all objects; the selector labels are the stable subset. */}}
 {{- define "memcached.selectorLabels" -}}
 app.kubernetes.io/name: memcached
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end -}}
 
 {{- define "memcached.labels" -}}
 {{ include "memcached.selectorLabels" . }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end -}}

@@ -63,17 +63,7 @@ class WarmOutcome:
 def sweep_module_dirs(parent: Path) -> list[Path]:
     """Remove the warm module directories (launcher and socket) of operators that are gone: a killed
     operator cannot remove its own. Only this user's, and only where the pid in the name is not running."""
-    removed = []
-    for path in parent.glob(f"{MODULE_DIR_PREFIX}*-*"):
-        pid = path.name[len(MODULE_DIR_PREFIX):].split("-", 1)[0]
-        try:
-            if not pid.isdigit() or processes.alive(int(pid)) or path.lstat().st_uid != os.getuid():
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    return removed
+    return processes.sweep_dead_dirs(parent, MODULE_DIR_PREFIX)
 
 
 class WorkerUnavailable(RuntimeError):

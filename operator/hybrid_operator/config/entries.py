@@ -41,7 +41,8 @@ ANSIBLE_KEYS = COMMON_KEYS | {
     "playbook", "role", "vars", "manageStatus", "watchClusterScopedResources", "maxRunnerArtifacts",
     "finalizer", "blacklist", "snakeCaseParameters", "markUnsafe", "watchAnnotationsChanges", "triggers",
 }
-HELM_KEYS = COMMON_KEYS | {"chart", "overrideValues", "maxConcurrentReconciles", "dryRunOption"}
+HELM_KEYS = COMMON_KEYS | {"chart", "overrideValues", "maxConcurrentReconciles", "dryRunOption",
+                           "allowCrossNamespace"}
 FINALIZER_KEYS = frozenset({"name", "playbook", "role", "vars"})
 SELECTOR_KEYS = frozenset({"matchLabels", "matchExpressions"})
 REQUIREMENT_KEYS = frozenset({"key", "operator", "values"})
@@ -481,6 +482,7 @@ class EntryReader:
             max_concurrent_reconciles=self._int("maxConcurrentReconciles", minimum=1),
             selector=self._selector(),
             dry_run_option="server" if DRY_RUN_OPTIONS.get(option) == "server" else "client",
+            allow_cross_namespace=self._bool("allowCrossNamespace", False),
         )
         return watch if chart is not None else None
 

@@ -140,6 +140,9 @@ class HelmWatch:
     max_concurrent_reconciles: int | None = None
     selector: LabelSelector = field(default_factory=LabelSelector)
     dry_run_option: Literal["client", "server"] = "client"
+    #: ``allowCrossNamespace`` (ours): a release may put namespaced objects outside its CR's namespace.
+    #: False (the default): a rendered manifest that does is refused before helm applies it.
+    allow_cross_namespace: bool = False
     runner: Literal["helm"] = field(default="helm", init=False)
 
 

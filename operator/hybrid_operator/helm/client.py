@@ -45,6 +45,8 @@ from typing import Any, Literal
 import yaml
 
 from hybrid_operator import errors, processes
+from hybrid_operator.helm.gate import ManifestGate
+from hybrid_operator.helm.gate import flags as gate_flags
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,8 @@ class HelmErrorKind(enum.Enum):
     UNREACHABLE = "cluster unreachable"
     RENDER = "render error"
     TIMEOUT = "timeout"
+    #: the operator's manifest gate refused what helm rendered (nothing was applied)
+    REFUSED = "manifest refused"
     OTHER = "other"
 
 
@@ -260,12 +264,20 @@ class HelmClient:
     """The helm operations the reconciler uses, for releases in any namespace."""
 
     def __init__(self, executable: str, kubeconfig: Path, *, history_max: int = 10, timeout: float = 300.0,
-                 grace: float = 30.0, env: Mapping[str, str] | None = None) -> None:
-        """``timeout`` is helm's ``--timeout``; a helm process still running ``grace`` seconds later is stopped."""
+                 grace: float = 30.0, env: Mapping[str, str] | None = None, gate: ManifestGate | None = None) -> None:
+        """``timeout`` is helm's ``--timeout``; a helm process still running ``grace`` seconds later is stopped.
+
+        ``gate`` (started): every manifest an install or upgrade renders, dry-runs included, goes through it
+        before helm applies anything (:mod:`hybrid_operator.helm.gate`).
+        """
         self.executable = executable
         self.timeout = timeout
         self.history_max = history_max
-        self._command = _Helm(executable, kubeconfig, timeout + grace, os.environ if env is None else env)
+        self.gate = gate
+        environ = os.environ if env is None else env
+        if gate is not None:
+            environ = {**environ, **gate.env(environ)}
+        self._command = _Helm(executable, kubeconfig, timeout + grace, environ)
 
     async def version(self) -> str:
         return (await self._command.run(["version", "--template", "{{ .Version }}"])).decode().strip()
@@ -302,13 +314,15 @@ class HelmClient:
         return text[:-1] if text.endswith("\n") else text
 
     async def install(self, name: str, namespace: str, chart: Path, values: Mapping[str, Any],
-                      options: ActionOptions | None = None) -> Release:
+                      options: ActionOptions | None = None, *, cross_namespace: bool = False) -> Release:
+        """Install; ``cross_namespace`` lets the gate admit namespaced objects outside ``namespace``."""
         options = options or ActionOptions()
         argv = ["install", name, str(chart), "--namespace", namespace, *self._common(options)]
-        return await self._release(argv, values)
+        return await self._release(argv, values, namespace, cross_namespace)
 
     async def upgrade(self, name: str, namespace: str, chart: Path, values: Mapping[str, Any],
-                      options: ActionOptions | None = None, *, dry_run: DryRun | None = None) -> Release:
+                      options: ActionOptions | None = None, *, dry_run: DryRun | None = None,
+                      cross_namespace: bool = False) -> Release:
         """Upgrade with exactly ``values`` (``--reset-values``: nothing of the old release is reused)."""
         options = options or ActionOptions()
         argv = ["upgrade", name, str(chart), "--namespace", namespace, "--reset-values",
@@ -318,7 +332,7 @@ class HelmClient:
             options = ActionOptions(no_hooks=options.no_hooks)
         argv += self._common(options)
         argv += _force(options.force)
-        return await self._release(argv, values)
+        return await self._release(argv, values, namespace, cross_namespace)
 
     async def rollback(self, name: str, namespace: str, revision: int,
                        options: ActionOptions | None = None) -> None:
@@ -355,8 +369,18 @@ class HelmClient:
             argv += ["--labels", ",".join(f"{k}={v}" for k, v in sorted(options.labels.items()))]
         return argv
 
-    async def _release(self, argv: Sequence[str], values: Mapping[str, Any]) -> Release:
-        output = await self._command.run(list(argv), json.dumps(values).encode())
+    async def _release(self, argv: Sequence[str], values: Mapping[str, Any], namespace: str,
+                       cross_namespace: bool) -> Release:
+        if self.gate is None:
+            output = await self._command.run(list(argv), json.dumps(values).encode())
+        else:
+            with self.gate.ticket(namespace, cross_namespace=cross_namespace) as ticket:
+                try:
+                    output = await self._command.run([*argv, *gate_flags(ticket)], json.dumps(values).encode())
+                except HelmError as exc:
+                    if ticket.refusal is None:
+                        raise
+                    raise HelmError(HelmErrorKind.REFUSED, ticket.refusal, exc.command) from None
         start = output.find(b"{")
         data = json.loads(output[start:] if start >= 0 else output)
         info = data.get("info") or {}

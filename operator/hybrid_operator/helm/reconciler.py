@@ -96,6 +96,10 @@ EVENT_OVERRIDE = "OverrideValuesInUse"
 EVENT_RECOVERED = "ReleaseRecovered"
 EVENT_DRIFT = "DriftRepaired"
 EVENT_NOT_OURS = "ReleaseNotOwned"
+#: the Warning Event when the gate refused the rendered manifest (:mod:`hybrid_operator.helm.gate`)
+EVENT_REFUSED = "ManifestRefused"
+#: failures that leave nothing behind: the chart did not render, or the gate refused what it rendered
+NOTHING_APPLIED = frozenset({HelmErrorKind.RENDER, HelmErrorKind.REFUSED})
 FAILED = "failed"
 UNINSTALL_WAIT_POLL = 1.0
 
@@ -219,8 +223,9 @@ class HelmReconciler:
             self._disown(job)
             return self._irreconcilable(job, str(exc))
         except verdict.DryRunFailed as exc:
-            if exc.error.kind is HelmErrorKind.RENDER:
-                return self._release_failed(job, status.REASON_UPGRADE_ERROR, exc.error.message)
+            if exc.error.kind in NOTHING_APPLIED:
+                return self._release_failed(job, status.REASON_UPGRADE_ERROR, exc.error.message,
+                                            _event_reason(exc.error))
             return self._irreconcilable(job, f"dry-run upgrade of release {job.name} failed: {exc.error.message}")
         except HelmError as exc:
             return self._irreconcilable(job, f"cannot read the state of release {job.name}: {exc.message}")
@@ -277,7 +282,7 @@ class HelmReconciler:
         """
         candidate, manifest = await asyncio.gather(
             self.helm.upgrade(job.name, job.namespace, self.watch.chart, composed.values, job.options.upgrade,
-                              dry_run=self.watch.dry_run_option),
+                              dry_run=self.watch.dry_run_option, cross_namespace=self.watch.allow_cross_namespace),
             self.helm.manifest(job.name, job.namespace, revision),
             return_exceptions=True)
         if isinstance(candidate, BaseException):
@@ -313,13 +318,14 @@ class HelmReconciler:
         options = ActionOptions(no_hooks=options.no_hooks, description=options.description,
                                 labels={INPUTS_LABEL: inputs_label(inputs, 1), ownership.OWNER_LABEL: self.owner})
         try:
-            installed = await self.helm.install(job.name, job.namespace, self.watch.chart, composed.values, options)
+            installed = await self.helm.install(job.name, job.namespace, self.watch.chart, composed.values, options,
+                                                cross_namespace=self.watch.allow_cross_namespace)
         except HelmError as exc:
             if exc.kind is HelmErrorKind.EXISTS:
                 raise verdict.AlreadyExists(exc.message) from exc
-            if exc.kind is not HelmErrorKind.RENDER:
+            if exc.kind not in NOTHING_APPLIED:
                 await self._remove_failed_install(job)
-            return self._release_failed(job, status.REASON_INSTALL_ERROR, exc.message)
+            return self._release_failed(job, status.REASON_INSTALL_ERROR, exc.message, _event_reason(exc))
         return self._deployed(job, installed.manifest, installed.notes, status.REASON_INSTALL_SUCCESSFUL,
                               "installed", installed.revision)
 
@@ -330,8 +336,11 @@ class HelmReconciler:
                                 labels={INPUTS_LABEL: inputs_label(inputs, state.latest_revision + 1),
                                         ownership.OWNER_LABEL: self.owner})
         try:
-            upgraded = await self.helm.upgrade(job.name, job.namespace, self.watch.chart, composed.values, options)
+            upgraded = await self.helm.upgrade(job.name, job.namespace, self.watch.chart, composed.values, options,
+                                               cross_namespace=self.watch.allow_cross_namespace)
         except HelmError as exc:
+            if exc.kind is HelmErrorKind.REFUSED:  # refused before helm stored or applied anything
+                return self._release_failed(job, status.REASON_UPGRADE_ERROR, exc.message, EVENT_REFUSED)
             message = exc.message + await self._rollback_failed_upgrade(job, state)
             return self._release_failed(job, status.REASON_UPGRADE_ERROR, message)
         return self._deployed(job, upgraded.manifest, upgraded.notes, status.REASON_UPGRADE_SUCCESSFUL,
@@ -509,11 +518,12 @@ class HelmReconciler:
 
         return Verdict(job.requeue(), result, compute, manifest=manifest, details={"revision": revision})
 
-    def _release_failed(self, job: Job, reason: str, message: str) -> Verdict:
+    def _release_failed(self, job: Job, reason: str, message: str, event_reason: str | None = None) -> Verdict:
+        """``ReleaseFailed`` with the SDK's ``reason``; the Warning Event says ``event_reason`` (default: the same)."""
         def compute(old: dict[str, Any] | None) -> dict[str, Any]:
             return status.release_failed(old, reason, message, clock.now(), job.generation)
 
-        return Verdict(Outcome(failed=True), "failed", compute, (("Warning", reason, message),),
+        return Verdict(Outcome(failed=True), "failed", compute, (("Warning", event_reason or reason, message),),
                        details={"error": message})
 
     def _irreconcilable(self, job: Job, message: str, *, clear_release_failed: bool = False) -> Verdict:
@@ -571,6 +581,11 @@ class HelmReconciler:
 
     def _log(self, message: str, namespace: str, name: str, **extra: Any) -> None:
         log.warning(message, extra={"kind": self.watch.gvk.kind, "namespace": namespace, "cr": name, **extra})
+
+
+def _event_reason(error: HelmError) -> str | None:
+    """The Event reason of a failed render: ``ManifestRefused`` when the gate refused it, else the condition's."""
+    return EVENT_REFUSED if error.kind is HelmErrorKind.REFUSED else None
 
 
 _NONDETERMINISTIC_MESSAGE = (

@@ -34,6 +34,7 @@ from hybrid_operator.controller.controller import Controller, controller_names
 from hybrid_operator.controller.metrics import OperatorMetrics
 from hybrid_operator.controller.reconcile import OwnWrites, Reconciler, RunCancel
 from hybrid_operator.helm.client import HelmClient, HelmError, chart_digest, find_helm
+from hybrid_operator.helm.gate import ManifestGate, discovery
 from hybrid_operator.helm.reconciler import HelmReconciler
 from hybrid_operator.kube.client import ClusterClient
 from hybrid_operator.manager import health, leader, privatedir, startup
@@ -67,10 +68,11 @@ def run(settings: Settings) -> int:
 
 
 async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig: Path,
-                       chart_names: dict[Path, str]) -> HelmClient | None:
+                       chart_names: dict[Path, str], gate: ManifestGate) -> HelmClient | None:
     """The helm client, after checking that helm runs and loads every chart (fatal otherwise).
 
-    Fills ``chart_names`` with the name in each chart's Chart.yaml.
+    Fills ``chart_names`` with the name in each chart's Chart.yaml; starts ``gate``, which sees every
+    manifest helm renders before it is applied.
     """
     charts = [w for w in loaded if isinstance(w, model.HelmWatch)]
     if not charts:
@@ -80,8 +82,9 @@ async def _helm_client(settings: Settings, loaded: list[model.Watch], kubeconfig
         raise errors.ConfigurationError("helm not found: Helm entries need the helm v4 binary; put it on PATH "
                                         "or set HELM_BINARY")
     env = {**settings.environ, **_child_env(settings)}
+    await gate.start()
     client = HelmClient(executable, kubeconfig, history_max=settings.helm_history_max,
-                        timeout=settings.helm_timeout.total_seconds(), env=env)
+                        timeout=settings.helm_timeout.total_seconds(), env=env, gate=gate)
     for watch in charts:
         try:
             chart_names[watch.chart] = str((await client.show_chart(watch.chart)).get("name") or "")
@@ -186,7 +189,19 @@ async def _serve_in(settings: Settings, loaded: list[model.Watch], companions: S
         await asyncio.to_thread(startup.sweep_artifacts, cluster, loaded, settings.artifacts, settings.namespaces)
     run_kubeconfig = cluster.write_kubeconfig(settings.artifacts / "kubeconfig")
     chart_names: dict[Path, str] = {}
-    helm = await _helm_client(settings, loaded, run_kubeconfig, chart_names)
+    gate = ManifestGate(discovery(cluster))
+    try:
+        helm = await _helm_client(settings, loaded, run_kubeconfig, chart_names, gate)
+        return await _serve_with(settings, loaded, companions, endpoints, lock, cluster, scratch, run_kubeconfig,
+                                 helm, chart_names)
+    finally:
+        await gate.close()
+
+
+async def _serve_with(settings: Settings, loaded: list[model.Watch], companions: Sequence[Companion],
+                      endpoints: Endpoints | None, lock: startup.ArtifactsLock, cluster: ClusterClient,
+                      scratch: Path, run_kubeconfig: Path, helm: HelmClient | None,
+                      chart_names: dict[Path, str]) -> int:
     run_slots = settings.run_slots(watch.gvk for watch in loaded)
     runner = AnsibleRunner(max_workers=run_slots, timeout=settings.run_timeout.total_seconds(),
                            project_dir=settings.watches_file.resolve().parent, work_dir=scratch,

@@ -5,10 +5,10 @@
 
 {{- define "${lower}.selectorLabels" -}}
 app.kubernetes.io/name: ${lower}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end -}}
 
 {{- define "${lower}.labels" -}}
 {{ include "${lower}.selectorLabels" . }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | quote }}
 {{- end -}}
