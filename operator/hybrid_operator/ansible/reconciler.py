@@ -23,12 +23,13 @@ from hybrid_operator import clock, errors
 from hybrid_operator.ansible import artifacts, commandfile, credentials, extravars, status
 from hybrid_operator.ansible.proxy import OwnerProxy
 from hybrid_operator.ansible.runs import Runner, RunRequest, RunResult
+from hybrid_operator.config import bounds
 from hybrid_operator.config.model import AnsibleWatch
 from hybrid_operator.config.settings import Settings, split_ansible_args
 from hybrid_operator.config.values import annotation_duration
 from hybrid_operator.controller import conditions, triggers
 from hybrid_operator.controller.metrics import OperatorMetrics, gvk_label
-from hybrid_operator.controller.reconcile import Outcome, OwnWrites, RunCancel
+from hybrid_operator.controller.reconcile import Outcome, OutOfRange, OwnWrites, RunCancel
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
 
@@ -56,25 +57,34 @@ class RunOptions:
     period: timedelta
     verbosity: int
     max_artifacts: int
+    #: what an annotation asked beyond its floor or ceiling, and what is used instead (config.bounds)
+    out_of_range: tuple[str, ...] = ()
 
 
 def run_options(obj: dict[str, Any], watch: AnsibleWatch, settings: Settings) -> RunOptions:
-    """Read the SDK's annotations; a malformed one raises PermanentError naming it."""
+    """Read the SDK's annotations, each brought into its range (config.bounds); a malformed one raises
+    PermanentError naming it."""
     annotations = objects.annotations(obj)
-    period = annotation_duration(annotations, RECONCILE_PERIOD, watch.reconcile_period or settings.reconcile_period)
+    notes = []
+    period = watch.reconcile_period or settings.reconcile_period
+    if RECONCILE_PERIOD in annotations:
+        period, note = bounds.period(RECONCILE_PERIOD, annotation_duration(annotations, RECONCILE_PERIOD, period))
+        notes.append(note)
     verbosity = settings.verbosity_for(watch.gvk)
     if VERBOSITY in annotations:
         text = str(annotations[VERBOSITY]).strip()
         if not text.isdigit():
             raise errors.PermanentError(f"annotation {VERBOSITY}: {text!r} is not a whole number (0-7)")
-        verbosity = min(7, int(text))
+        verbosity, note = bounds.verbosity(VERBOSITY, int(text))
+        notes.append(note)
     max_artifacts = watch.max_runner_artifacts
     if MAX_RUNNER_ARTIFACTS in annotations:
         text = str(annotations[MAX_RUNNER_ARTIFACTS]).strip()
         if not text.isdigit():
             raise errors.PermanentError(f"annotation {MAX_RUNNER_ARTIFACTS}: {text!r} is not a whole number")
-        max_artifacts = int(text)
-    return RunOptions(period, verbosity, max_artifacts)
+        max_artifacts, note = bounds.runner_artifacts(MAX_RUNNER_ARTIFACTS, int(text), watch.max_runner_artifacts)
+        notes.append(note)
+    return RunOptions(period, verbosity, max_artifacts, tuple(note for note in notes if note))
 
 
 class AnsibleReconciler:
@@ -97,6 +107,8 @@ class AnsibleReconciler:
         #: the states of our CRs that our own writes produced (their watch events start nothing)
         self.own_writes = own_writes if own_writes is not None else OwnWrites()
         self.gvk_label = gvk_label(watch.gvk.group, watch.gvk.version, watch.gvk.kind)
+        #: the Warning Events about annotations out of range, once per resource and value
+        self.out_of_range = OutOfRange()
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         gvk = self.watch.gvk
@@ -120,6 +132,7 @@ class AnsibleReconciler:
         except errors.PermanentError as exc:
             await self._report_error(ref, obj, str(exc), REASON_FAILED)
             return Outcome(failed=True)
+        await self.out_of_range.tell(self.cluster, obj, options.out_of_range)
         if objects.deleting(obj):
             return await self._finalize(ref, obj, options)
         return await self._reconcile_live(ref, obj, options)

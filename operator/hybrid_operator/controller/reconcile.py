@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hybrid_operator.config import bounds
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -96,3 +98,36 @@ class OwnWrites:
         """True when ``obj`` (a watch event's object) is a state one of our writes produced."""
         key = write_key(obj)
         return key is not None and key in self._keys
+
+
+class EventPoster(Protocol):
+    """What :class:`OutOfRange` needs of the cluster client."""
+
+    def post_event(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None: ...
+
+
+class OutOfRange:
+    """Tells a resource's author that its annotations asked for values out of range (config.bounds).
+
+    One Warning Event per resource and per set of such values: a resync with the same annotations says
+    nothing again (the event would otherwise be posted on every reconcile). Remembers ``limit`` resources.
+    """
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._told: OrderedDict[tuple[str, str], tuple[str, ...]] = OrderedDict()
+
+    async def tell(self, cluster: EventPoster, obj: dict[str, Any], notes: tuple[str, ...]) -> None:
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if not notes:
+            self._told.pop(key, None)
+            return
+        if self._told.get(key) == notes:
+            return
+        self._told[key] = notes
+        self._told.move_to_end(key)
+        while len(self._told) > self._limit:
+            self._told.popitem(last=False)
+        await asyncio.to_thread(cluster.post_event, obj, "Warning", bounds.EVENT_REASON, "; ".join(notes))

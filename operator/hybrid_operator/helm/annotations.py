@@ -4,7 +4,8 @@ The SDK's annotations (``upgrade-force``, ``rollback-force`` defaulting to true,
 ``reconcile-period``) and helm-operator-plugins' per-action ones (``<verb>-disable-hooks``,
 ``<verb>-description``), all under ``helm.sdk.operatorframework.io/`` (``compat-helm.md`` §4), and
 the finalizers the SDK puts on a CR. A bad boolean falls back to its default, as in the SDK; a bad
-reconcile period is a :class:`~hybrid_operator.errors.PermanentError`.
+reconcile period is a :class:`~hybrid_operator.errors.PermanentError`, and one out of its range is
+brought into it (:mod:`hybrid_operator.config.bounds`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from hybrid_operator.config import bounds
 from hybrid_operator.config.model import HelmWatch
 from hybrid_operator.config.settings import Settings
 from hybrid_operator.config.values import annotation_duration, parse_bool
@@ -38,6 +40,8 @@ class HelmOptions:
     rollback: ActionOptions
     uninstall: ActionOptions
     uninstall_wait: bool
+    #: what an annotation asked beyond its floor or ceiling, and what is used instead (config.bounds)
+    out_of_range: tuple[str, ...] = ()
 
 
 #: the options of a reconcile whose annotations could not be read (it only reports the problem)
@@ -47,7 +51,10 @@ NO_OPTIONS = HelmOptions(timedelta(0), ActionOptions(), ActionOptions(), ActionO
 def helm_options(obj: dict[str, Any], watch: HelmWatch, settings: Settings) -> HelmOptions:
     """Read the SDK's and helm-operator-plugins' annotations; a bad reconcile period raises PermanentError."""
     notes = objects.annotations(obj)
-    period = annotation_duration(notes, RECONCILE_PERIOD, watch.reconcile_period or settings.reconcile_period)
+    period = watch.reconcile_period or settings.reconcile_period
+    out_of_range = ""
+    if RECONCILE_PERIOD in notes:
+        period, out_of_range = bounds.period(RECONCILE_PERIOD, annotation_duration(notes, RECONCILE_PERIOD, period))
 
     def action(verb: str, force: bool = False) -> ActionOptions:
         return ActionOptions(no_hooks=parse_bool(notes.get(f"{PREFIX}{verb}-disable-hooks", ""), False),
@@ -60,4 +67,5 @@ def helm_options(obj: dict[str, Any], watch: HelmWatch, settings: Settings) -> H
         rollback=ActionOptions(force=parse_bool(notes.get(ROLLBACK_FORCE, ""), True)),
         uninstall=action("uninstall"),
         uninstall_wait=parse_bool(notes.get(UNINSTALL_WAIT, ""), False),
+        out_of_range=(out_of_range,) if out_of_range else (),
     )

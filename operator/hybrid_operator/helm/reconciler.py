@@ -53,7 +53,7 @@ from hybrid_operator.config.settings import Settings
 from hybrid_operator.controller import conditions
 from hybrid_operator.controller.dependents import ChildKind, ReleaseOwners
 from hybrid_operator.controller.metrics import OperatorMetrics
-from hybrid_operator.controller.reconcile import Outcome, OwnWrites, RunCancel
+from hybrid_operator.controller.reconcile import Outcome, OutOfRange, OwnWrites, RunCancel
 from hybrid_operator.helm import ownership, release, status, values, verdict
 from hybrid_operator.helm.annotations import (
     FINALIZER,
@@ -127,6 +127,8 @@ class HelmReconciler:
         #: the states of our CRs that our own writes produced (their watch events start nothing)
         self.own_writes = own_writes if own_writes is not None else OwnWrites()
         self._wait_manifests: dict[tuple[str, str], str] = {}
+        #: the Warning Events about annotations out of range, once per resource and value
+        self.out_of_range = OutOfRange()
         #: called with the resource and the kinds of its deployed manifest (dependent watches).
         self.on_children: Callable[[dict[str, Any], set[ChildKind]], Awaitable[None]] | None = None
         #: cheap no-change resyncs (its ``live`` is set to the dependent watches by the runtime)
@@ -152,6 +154,7 @@ class HelmReconciler:
                 job = Job(ref, obj, NO_OPTIONS, time.monotonic())
                 return await self._conclude(job, self._irreconcilable(job, str(exc)))
             job = Job(ref, obj, options, time.monotonic())
+            await self.out_of_range.tell(self.cluster, obj, options.out_of_range)
             async with self.slots:
                 return await self._conclude(job, await self._cancellable(job))
         except errors.TemporaryError as exc:
