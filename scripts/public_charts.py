@@ -5,6 +5,9 @@ For each chart found: ``helm install --wait``, ``helm upgrade --wait``, ``helm r
 ``helm test`` and ``helm uninstall --wait``, all with helm's default flags otherwise (OpenAPI
 validation, server-side apply), then a check that the release left nothing behind in its
 namespace but what a cluster keeps there itself.  It prints one table row per chart and step.
+The install and the upgrade go through the operator's manifest gate (the post-renderer every
+helm render of the operator goes through, :mod:`hybrid_operator.helm.gate`), as the operator runs
+them: a chart the gate refuses fails its step, with the gate's reason.
 
 The charts are never copied into this repository: point ``--checkout`` at checkouts of
 their repositories (a work tree, or a bare git dir whose HEAD is extracted to a temporary
@@ -21,6 +24,7 @@ Exit status 0 when every step of every chart passed, 1 otherwise, 2 when no char
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -28,6 +32,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +119,26 @@ def find_charts(checkouts: list[Path], extra: list[Path], scratch: Path) -> list
     return charts
 
 
+class Gate:
+    """The operator's manifest gate, served from a thread of its own while helm runs in this one."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        from hybrid_operator.helm.gate import PLUGIN, ManifestGate, discovery
+        from hybrid_operator.kube.client import ClusterClient
+
+        self.plugin = PLUGIN
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.gate = ManifestGate(discovery(ClusterClient(kubeconfig)))
+        asyncio.run_coroutine_threadsafe(self.gate.start(), self.loop).result(timeout=30)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.gate.close(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+
 class Cluster:
     """A ``hybrid-operator cluster --in-memory`` process with its own HOME for helm and kubectl."""
 
@@ -134,9 +159,10 @@ class Cluster:
                 raise SystemExit(f"the cluster did not start; see {workdir / 'cluster.log'}")
             time.sleep(0.1)
 
-    def run(self, *command: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(command, env=self.env, capture_output=True, text=True, check=False, timeout=timeout,
-                              cwd=self.workdir)
+    def run(self, *command: str, timeout: float = 300, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command, env={**self.env, **(env or {})}, capture_output=True, text=True, check=False,
+                              timeout=timeout, cwd=self.workdir)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -162,7 +188,7 @@ def _leftovers(cluster: Cluster, namespace: str) -> tuple[list[str], list[str]]:
     return sorted(kept), sorted(other)
 
 
-def run_chart(cluster: Cluster, chart: Chart, index: int) -> None:
+def run_chart(cluster: Cluster, chart: Chart, index: int, gate: Gate) -> None:
     helm = _binary("helm")
     release, namespace = f"r{index}", f"chart-{index}-{chart.name}"[:63]
     sets = [arg for value in chart.values
@@ -178,9 +204,18 @@ def run_chart(cluster: Cluster, chart: Chart, index: int) -> None:
     ]
     for step, command in steps:
         started = time.monotonic()
-        done = cluster.run(*command)
+        if step in ("install", "upgrade"):  # as the operator runs them: through its manifest gate
+            with gate.gate.ticket(namespace, cross_namespace=False) as ticket:
+                done = cluster.run(*command, "--post-renderer", gate.plugin, "--post-renderer-args", ticket.id,
+                                   env=gate.gate.env(cluster.env))
+            refusal = ticket.refusal
+        else:
+            done, refusal = cluster.run(*command), None
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] if done.returncode else []
-        chart.steps.append((step, done.returncode == 0, time.monotonic() - started, " ".join(last)[:160]))
+        if refusal:
+            last = [f"gate: {refusal}"]
+        chart.steps.append((step, done.returncode == 0, time.monotonic() - started,
+                            " ".join(last)[:600 if refusal else 160]))
         if done.returncode != 0 and step == "install":
             return
         if step == "install" and LIST_MANIFEST in chart.values:
@@ -212,10 +247,12 @@ def main(argv: list[str] | None = None) -> int:
         workdir = scratch / "cluster"
         workdir.mkdir()
         cluster = Cluster(workdir)
+        gate = Gate(cluster.kubeconfig)
         try:
             for index, chart in enumerate(charts):
-                run_chart(cluster, chart, index)
+                run_chart(cluster, chart, index, gate)
         finally:
+            gate.close()
             cluster.stop()
     print("| chart | values | step | result | seconds | detail |")
     print("|---|---|---|---|---:|---|")

@@ -176,3 +176,23 @@ def test_another_users_lock_file_is_replaced_and_their_lock_ignored(tmp_path: Pa
         lock.close()
     finally:
         os.close(holder)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root-owned directory open to everyone needs root")
+def test_a_pods_emptydir_is_the_last_resort(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    emptydir = tmp_path / "tmp"
+    emptydir.mkdir()
+    emptydir.chmod(0o777)  # what kubelet makes: root's, open to everyone, no sticky bit
+    monkeypatch.setattr("tempfile.tempdir", str(emptydir))
+    home = tmp_path / "home"
+    home.write_text("")  # no ~/.cache can be made (in a pod: a read-only root file system)
+    claimed = privatedir.claim(None, {"HOME": str(home)})
+    try:
+        assert claimed.directory.parent == emptydir
+        assert stat.S_IMODE(claimed.directory.stat().st_mode) == 0o700
+        assert "has no sticky bit" in caplog.text
+    finally:
+        claimed.release()
+    with pytest.raises(UnsafeDirectory, match="without the sticky bit"):
+        privatedir.claim(emptydir / "runner", {})  # a directory given by name is held to the strict rule

@@ -84,9 +84,10 @@ def claim(requested: Path | None, environ: Mapping[str, str]) -> Claim:
         make_private_dir(requested)
         return Claim(requested, temporary=False)
     problems = []
-    for parent in candidate_parents(environ):
+    parents = candidate_parents(environ)
+    for parent in parents:
         try:
-            usable = _usable_parent(parent)
+            usable = _usable_parent(parent, last_resort=parent == parents[-1])
         except (UnsafeDirectory, OSError) as exc:
             problems.append(f"{parent}: {exc}")
             continue
@@ -114,20 +115,35 @@ def candidate_parents(environ: Mapping[str, str]) -> list[Path]:
     return parents
 
 
-def _usable_parent(parent: Path) -> Path:
+def _usable_parent(parent: Path, *, last_resort: bool = False) -> Path:
     """``parent`` once it is safe to make private directories in: a shared sticky directory such as
-    ``/tmp`` as it is, another directory created (0700) when missing and checked to be ours alone."""
+    ``/tmp`` as it is, another directory created (0700) when missing and checked to be ours alone.
+
+    ``last_resort`` (the system's temporary directory, when nothing else is usable): a root-owned
+    one that everyone may write *without* the sticky bit is used too, with a warning. That is what a
+    pod's ``emptyDir`` is (mode 0777), and in a pod with a read-only root file system it is the only
+    writable place; a machine's ``/tmp`` has the sticky bit.
+    """
     parent = Path(os.path.abspath(parent))
-    if parent.exists() and _shared_sticky(parent):
+    if parent.exists() and _shared(parent, sticky=True):
         check_ancestors(parent / "x")
+        return parent
+    if last_resort and parent.exists() and _shared(parent, sticky=False):
+        check_ancestors(parent)
+        log.warning("the temporary directory is writable by everyone and has no sticky bit (as a pod's "
+                    "emptyDir): another user of this machine could move the operator's directory; set "
+                    "XDG_RUNTIME_DIR to a directory of the operator's user alone to avoid it",
+                    extra={"directory": str(parent)})
         return parent
     make_private_dir(parent)
     return parent
 
 
-def _shared_sticky(path: Path) -> bool:
+def _shared(path: Path, *, sticky: bool) -> bool:
+    """A root-owned directory everyone may write, with the sticky bit (or, ``sticky`` False, without)."""
     info = os.lstat(path)
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == 0 and bool(info.st_mode & stat.S_ISVTX)
+    return (stat.S_ISDIR(info.st_mode) and info.st_uid == 0 and info.st_mode & 0o002 != 0
+            and bool(info.st_mode & stat.S_ISVTX) == sticky)
 
 
 def make_private_dir(path: Path) -> Path:
