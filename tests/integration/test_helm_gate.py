@@ -177,3 +177,18 @@ def test_the_plugin_refuses_when_the_gate_cannot_be_reached(tmp_path: Path) -> N
                           capture_output=True, env={gate_plugin.SOCKET_ENV: str(missing)}, check=False)
     assert done.returncode == 1 and done.stdout == b""
     assert b"cannot reach the operator's manifest gate" in done.stderr
+
+
+def test_preview_refuses_what_the_gate_would_refuse(cluster: Cluster, tmp_path: Path) -> None:
+    from hybrid_operator.config.model import GroupVersionKind, HelmWatch
+    from hybrid_operator.preview.preview import PreviewError, render_chart
+
+    template = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n"
+                "data:\n  size: {{ .Values.size }}\n")
+    watch = HelmWatch(gvk=GroupVersionKind("x.example.com", "v1", "X"), chart=chart(tmp_path, "preview", template))
+    cr = {"metadata": {"name": "p", "namespace": cluster.namespace},
+          "spec": {"size": "1\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: out, namespace: kube-system}"}}
+    with pytest.raises(PreviewError, match="ConfigMap out \\(v1\\) names namespace kube-system"):
+        render_chart(watch, cr, cluster.env(), discovery(ClusterClient(cluster.kubeconfig)))
+    cr["spec"] = {"size": "1"}
+    assert [obj["metadata"]["name"] for obj in render_chart(watch, cr, cluster.env())] == ["p"]

@@ -7,8 +7,9 @@ modules' results (method, diff) become the list of objects that would be created
 deleted. For a Helm kind the chart is rendered (``helm template``) with the values the operator
 would use (the CR's spec plus ``overrideValues``) and each object is compared with the live one
 (only the fields the chart sets), objects of the live release the chart no longer renders being
-deletions. Exit codes: 0 nothing would change, 1 something would, 2 error (bad file, unknown kind,
-failed task, helm error).
+deletions; a render the operator's manifest gate would refuse (:mod:`hybrid_operator.helm.manifestcheck`)
+is an error, as the operator would apply nothing. Exit codes: 0 nothing would change, 1 something
+would, 2 error (bad file, unknown kind, failed task, helm error, refused manifest).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import yaml
 
 from hybrid_operator import errors
 from hybrid_operator.config import manifest_yaml, model, watches
+from hybrid_operator.helm import manifestcheck
 from hybrid_operator.helm import values as helm_values
+from hybrid_operator.helm.gate import discovery
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
 from hybrid_operator.preview.guard import DryRunGuard
@@ -244,7 +247,10 @@ def _helm(args: list[str], environ: dict[str, str]) -> subprocess.CompletedProce
     return subprocess.run([binary, *args], capture_output=True, text=True, env=environ, timeout=300, check=False)
 
 
-def render_chart(watch: model.HelmWatch, cr: dict[str, Any], environ: dict[str, str]) -> list[dict[str, Any]]:
+def render_chart(watch: model.HelmWatch, cr: dict[str, Any], environ: dict[str, str],
+                 namespaced: manifestcheck.Namespaced | None = None) -> list[dict[str, Any]]:
+    """The objects ``helm template`` renders for ``cr``; PreviewError when helm fails, or when the operator's
+    manifest gate would refuse them (``namespaced``: the cluster's discovery; None: every kind namespaced)."""
     meta = cr["metadata"]
     values = helm_values.compose(cr.get("spec"), watch.override_values).values
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="preview-values-") as handle:
@@ -255,6 +261,11 @@ def render_chart(watch: model.HelmWatch, cr: dict[str, Any], environ: dict[str, 
     if rendered.returncode != 0:
         raise PreviewError(f"helm could not render {watch.chart} with this resource's values: "
                            f"{rendered.stderr.strip()}")
+    refusals = manifestcheck.refusals(rendered.stdout, meta["namespace"], cross_namespace=watch.allow_cross_namespace,
+                                      namespaced=namespaced or (lambda api_version, kind: True))
+    if refusals:
+        raise PreviewError("the operator would refuse the rendered manifest and apply nothing: "
+                           + manifestcheck.summary(refusals))
     return manifest_objects(rendered.stdout)
 
 
@@ -278,7 +289,7 @@ def preview_helm(watch: model.HelmWatch, cr: dict[str, Any], cluster: ClusterCli
                  kubeconfig: Path) -> list[Change]:
     environ = dict(os.environ)
     namespace = cr["metadata"]["namespace"]
-    rendered = render_chart(watch, cr, environ)
+    rendered = render_chart(watch, cr, environ, discovery(cluster))
     changes: list[Change] = []
     seen = set()
     for obj in rendered:
