@@ -20,7 +20,8 @@ from support.cluster import Cluster
 def start_operator(tmp_path: Path) -> Iterator[StartOperator]:
     started: list[Operator] = []
 
-    def start(cluster: Cluster, watches: Path, artifacts: Path, env: dict[str, str] | None = None) -> Operator:
+    def start(cluster: Cluster, watches: Path, artifacts: Path | None,
+              env: dict[str, str] | None = None) -> Operator:
         operator = Operator(cluster, watches, tmp_path, artifacts, env)
         started.append(operator)
         return operator

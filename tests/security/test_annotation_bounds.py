@@ -21,7 +21,7 @@ from hybrid_operator.ansible import artifacts
 from hybrid_operator.config.model import GroupVersionKind
 from support.attacker import SECURITY_GROUP, Operator, write_project
 from support.cluster import Cluster
-from support.operator import apply, open_crd, wait_for
+from support.operator import apply, install_open_crd, wait_for
 
 pytestmark = [pytest.mark.security]
 
@@ -49,8 +49,7 @@ PLAYBOOK = """\
 
 @pytest.fixture(scope="module")
 def cluster(shared_cluster: Cluster) -> Cluster:
-    apply(shared_cluster, open_crd(KIND, SECURITY_GROUP))
-    shared_cluster.kubectl("wait", "--for=condition=Established", f"crd/{KIND.lower()}s.{SECURITY_GROUP}")
+    install_open_crd(shared_cluster, KIND, SECURITY_GROUP)
     return shared_cluster
 
 

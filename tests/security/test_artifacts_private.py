@@ -22,10 +22,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
 import stat
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -35,9 +33,9 @@ from typing import Any
 import pytest
 import yaml
 
-from support.attacker import SECURITY_GROUP, write_project
+from support.attacker import SECURITY_GROUP, Operator, StartOperator, write_project
 from support.cluster import Cluster
-from support.operator import apply, condition, get_or_none, open_crd, wait_for
+from support.operator import apply, condition, get_or_none, install_open_crd, wait_for
 
 pytestmark = [pytest.mark.security]
 
@@ -58,61 +56,26 @@ WATCHES = f"""\
 """
 
 
-class Started:
-    """``hybrid-operator run`` as a process of its own session, with the flags and environment given."""
-
-    def __init__(self, cluster: Cluster, watches: Path, log: Path, *args: str, env: dict[str, str] | None = None):
-        environment = cluster.env()
-        for name in ("XDG_RUNTIME_DIR", "XDG_CACHE_HOME"):
-            environment.pop(name, None)
-        environment.update(env or {})
-        self.log = log
-        command = [sys.executable, "-m", "hybrid_operator.cli", "--log-format", "json", "run",
-                   "--watches-file", str(watches), "--kubeconfig", str(cluster.kubeconfig),
-                   "--metrics-bind-address", "0", "--health-probe-bind-address", "0", *args]
-        with log.open("ab") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=environment,
-                                            cwd=watches.parent, start_new_session=True)
-
-    def records(self) -> list[dict[str, Any]]:
-        found = []
-        for line in self.log.read_text(errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    found.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-        return found
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def watching(self) -> bool:
-        """Started and watching its kinds (or gone: then the caller looks at how it ended)."""
-        return self.process.poll() is not None or any(r.get("msg") == "watching started" for r in self.records())
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        return int(self.process.returncode)
+#: no runtime or cache directory of the machine's: the default goes under the HOME the test gives
+NO_XDG = {"XDG_RUNTIME_DIR": "", "XDG_CACHE_HOME": ""}
 
 
-@pytest.fixture
-def started() -> Iterator[list[Started]]:
-    processes: list[Started] = []
-    yield processes
-    for process in processes:
-        process.stop()
+def watching(operator: Operator) -> bool:
+    """Started and watching its kinds, or gone (then the caller looks at how it ended)."""
+    return operator.process.poll() is not None or \
+        any(record.get("msg") == "watching started" for record in operator.log_records())
+
+
+def exit_code(operator: Operator) -> int | None:
+    """How the operator ended, after up to 30 s; None when it still runs."""
+    try:
+        return operator.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def install_kind(cluster: Cluster) -> None:
-    apply(cluster, open_crd(KIND, SECURITY_GROUP))
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{KIND.lower()}s.{SECURITY_GROUP}")
+    install_open_crd(cluster, KIND, SECURITY_GROUP)
 
 
 def pin(name: str, namespace: str, where: str = "") -> dict[str, Any]:
@@ -152,8 +115,8 @@ def exec_plugin_kubeconfig(cluster: Cluster, marker: Path) -> str:
 
 
 @pytest.mark.parametrize("owner", [pytest.param("another user", marks=needs_root), "open to everyone"])
-def test_a_directory_others_can_write_is_refused_before_helm_runs(owner: str, shared_cluster: Cluster,
-                                                                   tmp_path: Path, started: list[Started]) -> None:
+def test_a_directory_others_can_write_is_refused_before_helm_runs(
+        owner: str, shared_cluster: Cluster, tmp_path: Path, start_operator: StartOperator) -> None:
     install_kind(shared_cluster)
     watches = write_project(tmp_path / "project", {"watches.yaml": WATCHES, **CHART})
     shared = tmp_path / "tmp"
@@ -165,8 +128,7 @@ def test_a_directory_others_can_write_is_refused_before_helm_runs(owner: str, sh
     left_by(owner, taken, 0o777)
     left_by(owner, runner, 0o777)
     marker = tmp_path / f"exec-plugin-ran-{uuid.uuid4().hex[:6]}"
-    operator = Started(shared_cluster, watches, tmp_path / "operator.log", "--artifacts-dir", str(runner))
-    started.append(operator)
+    operator = start_operator(shared_cluster, watches, runner, NO_XDG)
     wait_for(lambda: operator.process.poll() is not None or (runner / "kubeconfig").exists(),
              "the operator to refuse the directory or to write its kubeconfig there", timeout=60)
     if operator.process.poll() is None:  # it took the directory: the other user swaps the kubeconfig
@@ -178,7 +140,7 @@ def test_a_directory_others_can_write_is_refused_before_helm_runs(owner: str, sh
         wait_for(lambda: marker.exists() or deployed(shared_cluster, name, shared_cluster.namespace),
                  "helm to run", timeout=60)
     assert not marker.exists(), "helm ran the exec plugin another user put in the operator's kubeconfig"
-    assert operator.process.wait(timeout=30) == 2
+    assert exit_code(operator) == 2
     why = "belongs to uid" if owner == "another user" else "is writable by other users"
     assert why in operator.text() and str(taken) in operator.text(), operator.text()
 
@@ -189,7 +151,7 @@ def test_a_directory_others_can_write_is_refused_before_helm_runs(owner: str, sh
 @pytest.mark.parametrize("lock", [pytest.param("another user's lock file", marks=needs_root),
                                   "a directory open to everyone"])
 def test_a_held_lock_does_not_stop_the_operator(lock: str, shared_cluster: Cluster, tmp_path: Path,
-                                                started: list[Started]) -> None:
+                                                start_operator: StartOperator) -> None:
     install_kind(shared_cluster)
     watches = write_project(tmp_path / "project", {"watches.yaml": WATCHES, **CHART})
     runner = tmp_path / "runner"
@@ -203,8 +165,7 @@ def test_a_held_lock_does_not_stop_the_operator(lock: str, shared_cluster: Clust
     holder = os.open(held, os.O_RDWR)  # the other user opened it while they could, and never lets go
     fcntl.flock(holder, fcntl.LOCK_EX)
     try:
-        operator = Started(shared_cluster, watches, tmp_path / "operator.log", "--artifacts-dir", str(runner))
-        started.append(operator)
+        operator = start_operator(shared_cluster, watches, runner, NO_XDG)
         name = f"locked-{uuid.uuid4().hex[:4]}"
         if lock == "another user's lock file":
             apply(shared_cluster, pin(name, shared_cluster.namespace))
@@ -242,7 +203,7 @@ def intact(files: dict[Path, bytes]) -> list[str]:
 
 @pytest.mark.parametrize("owner", [pytest.param("another user", marks=needs_root), "open to everyone"])
 def test_an_artifacts_directory_that_is_a_link_is_refused(owner: str, shared_cluster: Cluster, tmp_path: Path,
-                                                          started: list[Started]) -> None:
+                                                          start_operator: StartOperator) -> None:
     install_kind(shared_cluster)
     watches = write_project(tmp_path / "project", {"watches.yaml": WATCHES, **CHART})
     files = victim(tmp_path / "home")
@@ -255,17 +216,16 @@ def test_an_artifacts_directory_that_is_a_link_is_refused(owner: str, shared_clu
     left_by(owner, taken, 0o777)
     if owner == "another user":
         os.chown(taken / "runner", OTHER_UID, OTHER_UID, follow_symlinks=False)
-    operator = Started(shared_cluster, watches, tmp_path / "operator.log", "--artifacts-dir", str(taken / "runner"))
-    started.append(operator)
-    wait_for(lambda: operator.process.poll() is not None or operator.watching(), "the operator to start or stop",
+    operator = start_operator(shared_cluster, watches, taken / "runner", NO_XDG)
+    wait_for(lambda: operator.process.poll() is not None or watching(operator), "the operator to start or stop",
              timeout=60)
     time.sleep(2)  # a start that went on had its sweep by now
     assert intact(files) == [], "the startup sweep deleted the victim's files through the link"
-    assert operator.process.wait(timeout=30) == 2, operator.text()
+    assert exit_code(operator) == 2, operator.text()
 
 
 def test_links_planted_inside_the_directory_are_never_followed(shared_cluster: Cluster, tmp_path: Path,
-                                                                started: list[Started]) -> None:
+                                                                start_operator: StartOperator) -> None:
     install_kind(shared_cluster)
     watches = write_project(tmp_path / "project", {"watches.yaml": WATCHES, **CHART})
     files = victim(tmp_path / "home")
@@ -273,8 +233,7 @@ def test_links_planted_inside_the_directory_are_never_followed(shared_cluster: C
     runner.mkdir(mode=0o700)
     for name in ("run-credentials", "tmp", "kubeconfigs"):
         (runner / name).symlink_to(tmp_path / "home" / name)
-    operator = Started(shared_cluster, watches, tmp_path / "operator.log", "--artifacts-dir", str(runner))
-    started.append(operator)
+    operator = start_operator(shared_cluster, watches, runner, NO_XDG)
     name = f"planted-{uuid.uuid4().hex[:4]}"
     apply(shared_cluster, pin(name, shared_cluster.namespace))
     wait_for(lambda: deployed(shared_cluster, name, shared_cluster.namespace) or operator.process.poll() is not None,
@@ -303,7 +262,7 @@ def two_clusters(tmp_path: Path) -> Iterator[tuple[Cluster, Cluster]]:
 
 
 def test_two_operators_of_one_user_keep_to_their_own_clusters(two_clusters: tuple[Cluster, Cluster],
-                                                              tmp_path: Path, started: list[Started]) -> None:
+                                                              tmp_path: Path, start_operator: StartOperator) -> None:
     home = tmp_path / "home"  # one user: one HOME for both operators, no --artifacts-dir
     home.mkdir()
     watches = write_project(tmp_path / "project", {"watches.yaml": WATCHES, **CHART})
@@ -312,11 +271,9 @@ def test_two_operators_of_one_user_keep_to_their_own_clusters(two_clusters: tupl
         install_kind(cluster)
         env = {"HOME": str(home), "HELM_CACHE_HOME": str(home / ".cache" / "helm"),
                "HELM_CONFIG_HOME": str(home / ".config" / "helm"), "HELM_DATA_HOME": str(home / ".local" / "helm")}
-        operator = Started(cluster, watches, tmp_path / f"operator-{label}.log", env=env)
-        started.append(operator)
+        operator = start_operator(cluster, watches, None, {**NO_XDG, **env})
         operators.append(operator)
-        wait_for(lambda op=operator: op.process.poll() is not None or op.watching(),  # type: ignore[misc]
-                 f"operator {label} to start", timeout=60)
+        wait_for(lambda op=operator: watching(op), f"operator {label} to start", timeout=60)  # type: ignore[misc]
         assert operator.process.poll() is None, operator.text()
     for cluster, label in zip(two_clusters, "ab", strict=True):
         apply(cluster, pin(f"release-{label}", "default", label))
@@ -332,7 +289,7 @@ def test_two_operators_of_one_user_keep_to_their_own_clusters(two_clusters: tupl
 
     directories = []
     for operator in operators:
-        [directory] = [Path(r["directory"]) for r in operator.records() if r.get("msg") == "artifacts directory"]
+        [directory] = [Path(r["directory"]) for r in operator.log_records() if r.get("msg") == "artifacts directory"]
         directories.append(directory)
         info = directory.lstat()
         assert stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o700
@@ -340,6 +297,7 @@ def test_two_operators_of_one_user_keep_to_their_own_clusters(two_clusters: tupl
         assert directory.parent == home / ".cache" / "hybrid-operator"
     assert directories[0] != directories[1], "two operators share one artifacts directory"
     for operator, directory in zip(operators, directories, strict=True):
-        assert operator.stop() == 0
+        operator.stop()
+        assert operator.process.returncode == 0, operator.text()
         assert not directory.exists(), "a per-process directory outlived its process"
 

@@ -26,7 +26,7 @@ import yaml
 
 from support.attacker import SECURITY_GROUP, Operator, write_project
 from support.cluster import REPO, Cluster, find_binary
-from support.operator import apply, condition, get_or_none, open_crd, wait_for
+from support.operator import apply, condition, get_or_none, install_open_crd, wait_for
 
 pytestmark = [pytest.mark.security]
 
@@ -95,8 +95,7 @@ def escape(marker: str) -> str:
 @pytest.fixture(scope="module")
 def cluster(shared_cluster: Cluster) -> Cluster:
     for kind in (OLD, NOW):
-        apply(shared_cluster, open_crd(kind, SECURITY_GROUP))
-        shared_cluster.kubectl("wait", "--for=condition=Established", f"crd/{kind.lower()}s.{SECURITY_GROUP}")
+        install_open_crd(shared_cluster, kind, SECURITY_GROUP)
     return shared_cluster
 
 

@@ -32,13 +32,15 @@ SECRET_NAME = "MY_SECRET_TOKEN"
 class Operator:
     """``hybrid-operator run`` in its own session, with extra environment variables."""
 
-    def __init__(self, cluster: Cluster, watches: Path, workdir: Path, artifacts: Path,
+    def __init__(self, cluster: Cluster, watches: Path, workdir: Path, artifacts: Path | None,
                  env: dict[str, str] | None = None) -> None:
+        """``artifacts`` None: no ``--artifacts-dir`` (the operator makes its own)."""
         self.log_path = workdir / f"operator-{uuid.uuid4().hex[:8]}.log"
         self.artifacts = artifacts
+        where = ["--artifacts-dir", str(artifacts)] if artifacts is not None else []
         command = [sys.executable, "-m", "hybrid_operator.cli", "--log-format", "json", "run",
-                   "--watches-file", str(watches), "--kubeconfig", str(cluster.kubeconfig),
-                   "--artifacts-dir", str(artifacts), "--ansible-verbosity", "0",
+                   "--watches-file", str(watches), "--kubeconfig", str(cluster.kubeconfig), *where,
+                   "--ansible-verbosity", "0",
                    "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"]
         environment = cluster.env()
         environment.pop("ANSIBLE_GATHERING", None)  # role kinds gather facts, as the SDK's do by default
@@ -57,6 +59,9 @@ class Operator:
                 except json.JSONDecodeError:
                     continue
         return records
+
+    def text(self) -> str:
+        return self.log_path.read_text(errors="replace")
 
     def runs(self, name: str) -> list[dict[str, Any]]:
         """The ``run finished`` log records of the CR ``name``."""

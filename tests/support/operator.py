@@ -122,6 +122,12 @@ def open_crd(kind: str, group: str = "e2e.hybrid.dev") -> dict[str, Any]:
     }
 
 
+def install_open_crd(cluster: Cluster, kind: str, group: str = "e2e.hybrid.dev") -> None:
+    """:func:`open_crd` applied, and waited for until the API server serves it."""
+    apply(cluster, open_crd(kind, group))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{kind.lower()}s.{group}")
+
+
 def descendants(root: int) -> list[int]:
     """Every process below ``root`` (children of all its threads, recursively), as /proc lists them now."""
     found: list[int] = []
