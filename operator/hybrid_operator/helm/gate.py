@@ -60,7 +60,6 @@ class Ticket:
     cross_namespace: bool
     #: why the manifest was refused (None: not refused, or never shown)
     refusal: str | None = None
-    checked: bool = False
 
 
 @dataclass
@@ -121,8 +120,11 @@ class ManifestGate:
             if ticket is None:
                 answer = "refused: unknown ticket (the gate admits only the helm commands the operator started)"
             else:
-                ticket.refusal = await self._verdict(ticket, manifest)
-                ticket.checked = True
+                try:
+                    ticket.refusal = await self._verdict(ticket, manifest)
+                except Exception as exc:  # a check that fails refuses: nothing unchecked is applied
+                    log.error("manifest gate: the check failed", extra={"error": repr(exc)})
+                    ticket.refusal = f"the rendered manifest could not be checked ({exc!r}), nothing was applied"
                 answer = "refused: " + ticket.refusal if ticket.refusal else ""
             writer.write(gate_plugin.ADMITTED if not answer else answer.encode())
             await writer.drain()
