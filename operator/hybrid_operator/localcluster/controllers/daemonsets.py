@@ -16,10 +16,10 @@ from typing import Any
 from hybrid_operator.localcluster import objects
 from hybrid_operator.localcluster.controllers import pods, revisions
 from hybrid_operator.localcluster.controllers.events import EventRecorder
-from hybrid_operator.localcluster.controllers.node import NODE_NAME, node_labels
 from hybrid_operator.localcluster.controllers.view import ClusterView
 from hybrid_operator.localcluster.controllers.workloads import template_hash
 from hybrid_operator.localcluster.resources import DAEMONSETS_KEY, PODS_KEY
+from hybrid_operator.localcluster.simnode.node import NODE_NAME, node_labels
 
 COMPONENT = "daemonset-controller"
 REVISION_LABEL = "controller-revision-hash"

@@ -25,9 +25,9 @@ from typing import Any
 from hybrid_operator.localcluster import objects
 from hybrid_operator.localcluster.controllers import pods
 from hybrid_operator.localcluster.controllers.index import Key
-from hybrid_operator.localcluster.controllers.node import HOST_IP
 from hybrid_operator.localcluster.controllers.view import ClusterView
 from hybrid_operator.localcluster.resources import ENDPOINTS_KEY, ENDPOINTSLICES_KEY, PODS_KEY, SERVICES_KEY
+from hybrid_operator.localcluster.simnode.node import HOST_IP
 
 KUBERNETES_IP = "10.96.0.1"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"

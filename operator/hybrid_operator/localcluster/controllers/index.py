@@ -24,28 +24,13 @@ from hybrid_operator.localcluster.resources import (
     SERVICES_KEY,
     STORAGECLASSES_KEY,
 )
+from hybrid_operator.localcluster.simnode.podstatus import claim_names
 
 Key = tuple[str, str, str]  # storage key, namespace, name
 
 # Kinds whose objects are also indexed by namespace on their own.
 BY_KIND = frozenset({PODS_KEY, SERVICES_KEY, PERSISTENTVOLUMECLAIMS_KEY, PERSISTENTVOLUMES_KEY,
                      STORAGECLASSES_KEY, CRONJOBS_KEY})
-
-
-def claim_names(pod: dict[str, Any]) -> set[str]:
-    """The PersistentVolumeClaims a Pod's volumes name (generic ephemeral volumes included)."""
-    spec = pod.get("spec")
-    volumes = spec.get("volumes") if isinstance(spec, dict) else None
-    names: set[str] = set()
-    for volume in volumes if isinstance(volumes, list) else []:
-        if not isinstance(volume, dict):
-            continue
-        claim = objects.dig(volume, "persistentVolumeClaim", "claimName")
-        if isinstance(claim, str) and claim:
-            names.add(claim)
-        elif isinstance(volume.get("ephemeral"), dict):
-            names.add(f"{objects.name(pod)}-{volume.get('name', '')}")
-    return names
 
 
 class ObjectIndex:

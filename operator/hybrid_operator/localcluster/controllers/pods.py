@@ -6,7 +6,8 @@ template's labels, annotations and spec, a name (or ``generateName``), and
 an ownerReference to the workload with ``controller: true`` and
 ``blockOwnerDeletion: true``.  What the simulated kubelet reports
 (:mod:`.kubelet`) is read back here: phase, readiness, whether a Pod still
-counts as one of its workload's replicas.
+counts as one of its workload's replicas (the facts the node agent reads too
+come from :mod:`..simnode.podstatus`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import copy
 from typing import Any
 
 from hybrid_operator.localcluster import objects
+from hybrid_operator.localcluster.simnode.podstatus import FINISHED, condition, labels_match, phase, restart_policy
 
-FINISHED = ("Succeeded", "Failed")
+# the Pod facts live with the node's pure parts; the controllers keep reading them from here
+__all__ = ["FINISHED", "active", "condition", "controller_ref", "from_template", "labels_match", "phase", "ready",
+           "restart_policy"]
 
 
 def controller_ref(owner: dict[str, Any]) -> dict[str, Any]:
@@ -46,18 +50,6 @@ def from_template(owner: dict[str, Any], template: Any, *, name: str = "", gener
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
 
 
-def phase(pod: dict[str, Any]) -> str:
-    return str(objects.dig(pod, "status", "phase") or "Pending")
-
-
-def condition(pod: dict[str, Any], kind: str) -> bool:
-    """Whether the Pod's condition ``kind`` is True."""
-    conditions = objects.dig(pod, "status", "conditions")
-    if not isinstance(conditions, list):
-        return False
-    return any(isinstance(c, dict) and c.get("type") == kind and c.get("status") == "True" for c in conditions)
-
-
 def ready(pod: dict[str, Any]) -> bool:
     """Running, Ready and not being deleted (what counts as a ready replica)."""
     return phase(pod) == "Running" and condition(pod, "Ready") and not objects.deleting(pod)
@@ -66,12 +58,3 @@ def ready(pod: dict[str, Any]) -> bool:
 def active(pod: dict[str, Any]) -> bool:
     """Neither finished nor being deleted (what counts as a replica)."""
     return phase(pod) not in FINISHED and not objects.deleting(pod)
-
-
-def labels_match(labels: dict[str, Any], wanted: Any) -> bool:
-    """Whether ``labels`` carry every key/value of the map ``wanted`` (a Service's selector)."""
-    return isinstance(wanted, dict) and all(labels.get(key) == value for key, value in wanted.items())
-
-
-def restart_policy(pod: dict[str, Any]) -> str:
-    return str(objects.dig(pod, "spec", "restartPolicy") or "Always")

@@ -4,14 +4,15 @@ What kube's PV controller, a dynamic provisioner and the pvc/pv-protection
 controllers do together:
 
 * the StorageClass ``standard`` (the default class, provisioner
-  :data:`PROVISIONER`, reclaim policy Delete, binding Immediate) exists from
-  the start;
+  :data:`~..simnode.volumes.PROVISIONER`, reclaim policy Delete, binding
+  Immediate) exists from the start;
 * a claim without ``storageClassName`` gets the default class; a claim of a
   class this provisioner serves gets a PersistentVolume ``pvc-<claim uid>``
   (capacity as requested, the claim's access modes, ``claimRef``) and both
   become Bound (with ``WaitForFirstConsumer``, once a Pod uses the claim);
   a claim naming a volume, or of another class, binds to a matching
-  Available volume when there is one;
+  Available volume when there is one (the class and the volume are
+  :mod:`..simnode.volumes`', shared with the node agent);
 * claims carry ``kubernetes.io/pvc-protection`` and volumes
   ``kubernetes.io/pv-protection``: a deleted claim goes once no running Pod
   uses it, and its volume is then Released and, with reclaim policy Delete,
@@ -26,54 +27,27 @@ from typing import Any
 
 from hybrid_operator.localcluster import objects
 from hybrid_operator.localcluster.controllers import pods
-from hybrid_operator.localcluster.controllers.index import Key, claim_names
+from hybrid_operator.localcluster.controllers.index import Key
 from hybrid_operator.localcluster.controllers.view import ClusterView
 from hybrid_operator.localcluster.resources import (
     PERSISTENTVOLUMECLAIMS_KEY,
     PERSISTENTVOLUMES_KEY,
     STORAGECLASSES_KEY,
 )
+from hybrid_operator.localcluster.simnode.podstatus import claim_names
+from hybrid_operator.localcluster.simnode.volumes import (
+    DEFAULT_CLASS,
+    PROVISIONED_BY,
+    PROVISIONER,
+    PV_PROTECTION,
+    claim_ref,
+    default_class_body,
+    is_default,
+    volume_for,
+)
 
-PROVISIONER = "hybrid-operator.io/simulated"
-DEFAULT_CLASS = "standard"
-DEFAULT_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
-PV_PROTECTION = "kubernetes.io/pv-protection"
 BOUND_ANNOTATIONS = {"pv.kubernetes.io/bind-completed": "yes", "pv.kubernetes.io/bound-by-controller": "yes"}
-
-
-def default_class_body() -> dict[str, Any]:
-    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-            "metadata": {"name": DEFAULT_CLASS, "annotations": {DEFAULT_ANNOTATION: "true"}},
-            "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
-            "allowVolumeExpansion": True}
-
-
-def _quantity(claim: dict[str, Any]) -> str:
-    value = objects.dig(claim, "spec", "resources", "requests", "storage")
-    return str(value) if value else "1Gi"
-
-
-def volume_for(claim: dict[str, Any], storage_class: dict[str, Any]) -> dict[str, Any]:
-    """The PersistentVolume a provisioner makes for ``claim``."""
-    name = f"pvc-{objects.uid(claim)}"
-    spec = claim.get("spec") or {}
-    return {"apiVersion": "v1", "kind": "PersistentVolume",
-            "metadata": {"name": name, "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER},
-                         "finalizers": [PV_PROTECTION]},
-            "spec": {"capacity": {"storage": _quantity(claim)},
-                     "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
-                     "persistentVolumeReclaimPolicy": storage_class.get("reclaimPolicy") or "Delete",
-                     "storageClassName": objects.name(storage_class),
-                     "volumeMode": spec.get("volumeMode") or "Filesystem",
-                     "hostPath": {"path": f"/var/lib/hybrid-operator/volumes/{name}", "type": "DirectoryOrCreate"},
-                     "claimRef": _claim_ref(claim)}}
-
-
-def _claim_ref(claim: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": "PersistentVolumeClaim", "namespace": objects.namespace(claim), "name": objects.name(claim),
-            "uid": objects.uid(claim), "apiVersion": "v1",
-            "resourceVersion": objects.meta(claim).get("resourceVersion", "")}
 
 
 def _phase(obj: dict[str, Any]) -> str:
@@ -103,7 +77,7 @@ class StorageController:
     def _default_class(self) -> dict[str, Any] | None:
         for key in self.view.index.of_kind(STORAGECLASSES_KEY):
             found = self.view.peek(key)
-            if found is not None and (objects.meta(found).get("annotations") or {}).get(DEFAULT_ANNOTATION) == "true":
+            if found is not None and is_default(found):
                 return found
         return None
 
@@ -172,7 +146,7 @@ class StorageController:
         volume_key = (PERSISTENTVOLUMES_KEY, "", objects.name(volume))
         if not self._bound_to(volume, claim):
             def reserve(fresh: dict[str, Any]) -> None:
-                fresh.setdefault("spec", {})["claimRef"] = _claim_ref(claim)
+                fresh.setdefault("spec", {})["claimRef"] = claim_ref(claim)
                 if PV_PROTECTION not in objects.finalizers(fresh):
                     fresh["metadata"]["finalizers"] = [*objects.finalizers(fresh), PV_PROTECTION]
 
@@ -183,7 +157,7 @@ class StorageController:
             fresh.setdefault("spec", {})["volumeName"] = objects.name(volume)
             annotations = fresh["metadata"].setdefault("annotations", {})
             annotations.update(BOUND_ANNOTATIONS)
-            if objects.dig(volume, "metadata", "annotations", "pv.kubernetes.io/provisioned-by") == PROVISIONER:
+            if objects.dig(volume, "metadata", "annotations", PROVISIONED_BY) == PROVISIONER:
                 annotations["volume.beta.kubernetes.io/storage-provisioner"] = PROVISIONER
                 annotations["volume.kubernetes.io/storage-provisioner"] = PROVISIONER
 
