@@ -38,7 +38,8 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--no-controllers", action="store_true",
                         help="turn off every controller (simulated node, garbage collection, namespaces, ...)")
     parser.add_argument("--no-simulated-node", action="store_true",
-                        help="no Node and no Pods: workloads are only reported ready (bare objects)")
+                        help="no Node and no Pods: workloads are only reported ready (bare objects); with "
+                             "--control-plane real: no node agent, so Pods stay Pending")
     parser.add_argument("--bookmark-interval", type=float, default=30.0,
                         help="seconds between BOOKMARK events on idle watches (default 30)")
     parser.add_argument("--audit-log", type=Path, default=None,
@@ -63,6 +64,14 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--max-connections", type=int, default=0, metavar="N",
                         help="open connections at most; at the cap the longest idle one is closed, or the new "
                              "one refused when all are busy (default 0: the file descriptor limit less 64)")
+
+
+def _node_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("node", help="run the simulated node against any API server that has no kubelet: "
+                            "register the Node, schedule and run Pods, provision volumes (README: The simulated node)")
+    parser.add_argument("--kubeconfig", type=Path, default=None,
+                        help="kubeconfig of the cluster (default: the first file of $KUBECONFIG, else ~/.kube/config)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
 
 
 def _check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -315,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     sub = parser.add_subparsers(dest="command", required=True)
     _cluster_parser(sub)
+    _node_parser(sub)
     _check_parser(sub)
     _run_parser(sub)
     _up_parser(sub)
@@ -345,8 +355,8 @@ def run_real_cluster(args: argparse.Namespace) -> int:
         return 2
     options = launcher.RealOptions(
         port=args.port, data_dir=args.data_dir, kubeconfig=args.kubeconfig, audit_log=args.audit_log,
-        controllers=not args.no_controllers, sharded_list_watch=not args.no_sharded_list_watch,
-        event_ttl=args.event_ttl.total_seconds())
+        controllers=not args.no_controllers, simulated_node=not args.no_simulated_node,
+        sharded_list_watch=not args.no_sharded_list_watch, event_ttl=args.event_ttl.total_seconds())
     try:
         return launcher.serve_forever(options)
     except (build.BuildMissing, launcher.ControlPlaneError) as exc:
@@ -388,6 +398,37 @@ def run_cluster(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"hybrid-operator cluster: cannot serve on 127.0.0.1:{args.port}: {exc.strerror}. "
               "Choose another --port or stop what is using it.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_node(args: argparse.Namespace) -> int:
+    """``node``: the node agent against the kubeconfig's server until SIGINT/SIGTERM (0); 2 for a bad kubeconfig,
+    1 when the server cannot be served."""
+    import os
+    import signal
+
+    from hybrid_operator.localcluster.nodeagent import agent, kubeconfig
+    from hybrid_operator.localcluster.simnode.node import NODE_NAME
+
+    path = args.kubeconfig or Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config")
+    try:
+        endpoint = kubeconfig.load(path.expanduser(), args.context)
+    except kubeconfig.KubeconfigError as exc:
+        print(f"hybrid-operator node: {exc}", file=sys.stderr)
+        return 2
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        await agent.serve(endpoint, stop, lambda: print(
+            f"hybrid-operator node {NODE_NAME} serving {endpoint.server}", flush=True))
+
+    try:
+        asyncio.run(serve())
+    except agent.AgentError as exc:
+        print(f"hybrid-operator node: {exc}", file=sys.stderr)
         return 1
     return 0
 
@@ -505,6 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(args.log_level, args.log_format)
     if args.command == "cluster":
         return run_cluster(args)
+    if args.command == "node":
+        return run_node(args)
     if args.command == "check":
         return run_check(args)
     if args.command == "run":
