@@ -5,7 +5,10 @@ foreground with the embedded cluster's conventions: the API server on ``127.0.0.
 under ``--data-dir`` (etcd's data in ``etcd/``, the PKI in ``pki/``, each component's log in ``logs/``),
 and the admin kubeconfig written to ``--kubeconfig`` once ``/readyz`` answers. Nothing listens beyond
 loopback: every component is given 127.0.0.1 (each binds every interface by default), etcd's ports are
-free ones picked at each start, and the controller-manager serves nothing (``--secure-port=0``).
+free ones picked at each start, and the controller-manager serves nothing (``--secure-port=0``). With the
+controller-manager, the simulated node runs too unless turned off: the node agent (:mod:`..nodeagent`),
+in a thread of this process, started before the kubeconfig is written (so the Node is there when clients
+come) and stopped first.
 
 Each component runs in a session of its own, so a terminal's Ctrl-C reaches this process alone, which
 stops them in order: controller-manager, API server, etcd (each SIGTERM, then SIGKILL after a grace
@@ -36,6 +39,8 @@ import yaml
 
 from hybrid_operator import processes
 from hybrid_operator.localcluster import files, tls
+from hybrid_operator.localcluster.nodeagent.agent import AgentError, AgentThread
+from hybrid_operator.localcluster.nodeagent.kubeconfig import Endpoint
 from hybrid_operator.localcluster.realplane import build, pki
 
 log = logging.getLogger(__name__)
@@ -58,11 +63,20 @@ CONTROLLERS = (
     "endpoints-controller",
     "endpointslice-controller",
     "persistentvolume-binder-controller",
+    # with the simulated node: Pods, claims and volumes that go, DaemonSets, finished Jobs' TTL, and the
+    # Node's health (the agent's Lease heartbeat keeps it Ready)
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
+    "ephemeral-volume-controller",
+    "daemonset-controller",
+    "ttl-after-finished-controller",
+    "node-lifecycle-controller",
 )
 #: every request at Metadata level (who, what, the response code; never a body, so never a Secret)
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
                 "rules": [{"level": "Metadata"}]}
 READY_TIMEOUT = 180.0
+AGENT_TIMEOUT = 60.0
 STOP_GRACE = 15.0
 TAIL_LINES = 25
 
@@ -79,7 +93,8 @@ class RealOptions:
     data_dir: Path
     kubeconfig: Path | None = Path(".hybrid/kubeconfig")
     audit_log: Path | None = None  # kube-apiserver's audit log (JSON lines, Metadata level)
-    controllers: bool = True  # False: no controller-manager (--no-controllers)
+    controllers: bool = True  # False: no controller-manager and no simulated node (--no-controllers)
+    simulated_node: bool = True  # False: no node agent (--no-simulated-node)
     sharded_list_watch: bool = True  # the ShardedListAndWatch feature gate
     event_ttl: float = 3600.0
     release: str = build.RELEASE
@@ -281,6 +296,7 @@ class ControlPlane:
         self.layout = Layout(options.data_dir.absolute())
         self.components: list[Component] = []
         self.keys: pki.Pki | None = None
+        self.agent: AgentThread | None = None
 
     @property
     def url(self) -> str:
@@ -305,11 +321,21 @@ class ControlPlane:
             files.write_atomically(layout.controller_manager_kubeconfig,
                                    controller_manager_kubeconfig(self.url, keys))
             self._start("kube-controller-manager", controller_manager_args(self.binaries, keys, layout))
+            if options.simulated_node:
+                self._start_agent(keys)
         if options.kubeconfig is not None:
             files.write_atomically(options.kubeconfig, tls.kubeconfig_text(self.url, keys.admin_token(),
                                                                          keys.ca_cert.read_bytes()))
         log.info("control plane serving", extra={"url": self.url, "release": options.release,
                                                  "kubeconfig": str(options.kubeconfig), "etcd_port": etcd_port})
+
+    def _start_agent(self, keys: pki.Pki) -> None:
+        """The simulated node (the node agent, in a thread), with the admin's token: Node, Pods, volumes."""
+        self.agent = AgentThread(Endpoint.with_token(self.url, keys.ca_cert.read_bytes(), keys.admin_token()))
+        try:
+            self.agent.start(AGENT_TIMEOUT)
+        except AgentError as failed:
+            raise ControlPlaneError(f"the simulated node did not start: {failed}") from failed
 
     def _start(self, name: str, args: list[str]) -> Component:
         component = Component(name, args, self.layout.logs / f"{name}.log")
@@ -323,9 +349,15 @@ class ControlPlane:
             for component in self.components:
                 if component.exited() is not None:
                     raise component.failure("stopped unexpectedly")
+            failed = self.agent.failed() if self.agent is not None else None
+            if failed is not None:
+                raise ControlPlaneError(f"the simulated node stopped unexpectedly: {failed}")
 
     def stop(self) -> None:
-        """Controller-manager, API server, etcd: each asked to stop, then killed after a grace period."""
+        """The simulated node, then controller-manager, API server, etcd: each asked to stop, then killed after a
+        grace period."""
+        if self.agent is not None:
+            self.agent.stop()
         for component in reversed(self.components):
             component.stop()
 
