@@ -17,6 +17,7 @@ from typing import Any
 from hybrid_operator.localcluster import objects
 from hybrid_operator.localcluster.resources import (
     CRONJOBS_KEY,
+    NODES_KEY,
     PERSISTENTVOLUMECLAIMS_KEY,
     PERSISTENTVOLUMES_KEY,
     PODS_KEY,
@@ -30,7 +31,7 @@ Key = tuple[str, str, str]  # storage key, namespace, name
 
 # Kinds whose objects are also indexed by namespace on their own.
 BY_KIND = frozenset({PODS_KEY, SERVICES_KEY, PERSISTENTVOLUMECLAIMS_KEY, PERSISTENTVOLUMES_KEY,
-                     STORAGECLASSES_KEY, CRONJOBS_KEY})
+                     STORAGECLASSES_KEY, CRONJOBS_KEY, NODES_KEY})
 
 
 class ObjectIndex:

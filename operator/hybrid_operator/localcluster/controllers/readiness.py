@@ -6,8 +6,10 @@ This controller writes the status a healthy controller and kubelet would
 report: Deployments, ReplicaSets and StatefulSets have all replicas ready at
 their current generation, DaemonSets one ready node, Jobs complete, bare
 Pods run with ready containers.  Custom resources are left to their
-operators.  With the simulated node, the workload controllers count real
-Pods instead (:mod:`.replicasets`, :mod:`.statefulsets`, ...).
+operators, and so are Pods once a Node is registered: a node agent
+(``hybrid-operator node``) runs them then.  With the simulated node, the
+workload controllers count real Pods instead (:mod:`.replicasets`,
+:mod:`.statefulsets`, ...).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from hybrid_operator.localcluster import clock, objects
 from hybrid_operator.localcluster.controllers.view import ClusterView, as_manager
 from hybrid_operator.localcluster.controllers.workloads import desired_replicas, template_hash
-from hybrid_operator.localcluster.resources import ResourceInfo
+from hybrid_operator.localcluster.resources import NODES_KEY, ResourceInfo
 
 Status = dict[str, Any]
 
@@ -121,7 +123,7 @@ class ReadinessController:
         self.view = view
 
     def mark(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
-        if info.custom:
+        if info.custom or (info.kind == "Pod" and self.view.index.of_kind(NODES_KEY)):
             return
         status = ready_status(info.kind, obj)
         if status is None or status == obj.get("status"):
