@@ -199,7 +199,10 @@ def free_port() -> int:
 
 
 def port_taken(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:``port``. Connections of a previous run waiting out TIME_WAIT do
+    not count: kube-apiserver binds with SO_REUSEADDR (as Go does), and so does this probe."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
