@@ -20,24 +20,10 @@ from pathlib import Path
 import pytest
 
 from hybrid_operator.localcluster.realplane import build, launcher
-from support.cluster import Cluster, free_port, wait_until
-from support.realplane import needs_build
+from support.cluster import free_port, wait_until
+from support.realplane import RealCluster, needs_build
 
 pytestmark = pytest.mark.integration
-
-
-class RealCluster(Cluster):
-    """The support Cluster, started with --control-plane real, given time to stop three processes in turn."""
-
-    def __init__(self, workdir: Path) -> None:
-        super().__init__(workdir, extra_args=("--control-plane", "real"))
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        assert self.process is not None
-        self.process.send_signal(sig)
-        code = self.process.wait(timeout=150)
-        self.process = None
-        return code
 
 
 def _children(pid: int) -> dict[int, str]:
@@ -89,6 +75,10 @@ def test_real_control_plane_serves_kubectl_runs_controllers_and_stops_cleanly(tm
         assert owner[0]["spec"]["replicas"] == 1
         wait_until("the default ServiceAccount", lambda: cluster.kubectl(
             "get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0, timeout=60)
+        # and the simulated node (the node agent, a thread of the launcher) runs its Pod
+        cluster.kubectl("rollout", "status", "deployment/web", "-n", "default", "--timeout=120s")
+        pod = cluster.get_json("pods", "-n", "default", "-l", "app=web")["items"][0]
+        assert (pod["spec"]["nodeName"], pod["status"]["phase"]) == ("hybrid-node", "Running")
 
         # three components, each listening on loopback only (the API server on the port asked for)
         components = _children(cluster.process.pid)
@@ -101,16 +91,22 @@ def test_real_control_plane_serves_kubectl_runs_controllers_and_stops_cleanly(tm
         code = cluster.stop(signal.SIGINT)
     assert code == 0
     log = cluster.log_path.read_text()
-    stopping = re.findall(r"component stopping component=(\S+)", log)
-    assert stopping == ["kube-controller-manager", "kube-apiserver", "etcd"], log[-3000:]
+    stopping = re.findall(r"(?:component|node agent) stopping (?:component|node)=(\S+)", log)
+    assert stopping == ["hybrid-node", "kube-controller-manager", "kube-apiserver", "etcd"], log[-3000:]
     assert all(not Path(f"/proc/{pid}").exists() for pid in components), "a component outlived the stop"
 
-    # the same data dir again: etcd's data, the PKI and the admin token are reused
+    # the same data dir again: etcd's data, the PKI and the admin token are reused; no simulated node this time
+    restarted_at = cluster.log_path.stat().st_size
+    cluster.extra_args = (*cluster.extra_args, "--no-simulated-node")
     cluster.start(timeout=240)
     try:
         assert cluster.get_json("deployment", "web", "-n", "default")["metadata"]["name"] == "web"
     finally:
         assert cluster.stop(signal.SIGTERM) == 0
+    with cluster.log_path.open() as restarted:
+        restarted.seek(restarted_at)
+        second = restarted.read()
+    assert "component stopping component=etcd" in second and "node agent" not in second, second[-3000:]
 
 
 def test_without_a_build_the_real_control_plane_names_make_kube(tmp_path: Path) -> None:

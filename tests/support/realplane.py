@@ -1,10 +1,15 @@
-"""For the tests that run the real control plane (marker ``kube``): skipped, with one line, without a build."""
+"""For the tests that run the real control plane (marker ``kube``): skipped, with one line, without a build;
+the cluster process, started with ``--control-plane real``."""
 
 from __future__ import annotations
+
+import signal
+from pathlib import Path
 
 import pytest
 
 from hybrid_operator.localcluster.realplane import build
+from support.cluster import Cluster
 
 
 def missing_build() -> str | None:
@@ -18,3 +23,17 @@ def missing_build() -> str | None:
 
 #: skip a test when the cache holds no build
 needs_build = pytest.mark.skipif(missing_build() is not None, reason=missing_build() or "")
+
+
+class RealCluster(Cluster):
+    """The support Cluster, started with --control-plane real, given time to stop three processes in turn."""
+
+    def __init__(self, workdir: Path, extra_args: tuple[str, ...] = ()) -> None:
+        super().__init__(workdir, extra_args=("--control-plane", "real", *extra_args))
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.process is not None
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout=150)
+        self.process = None
+        return code
