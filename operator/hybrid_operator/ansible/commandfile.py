@@ -39,7 +39,8 @@ COMMAND_FILE = "command"
 #: says which variables were set.
 KEPT_ENV = frozenset({"PATH", "HOME", "LANG", "KUBECONFIG", "K8S_AUTH_KUBECONFIG", "ANSIBLE_COLLECTIONS_PATH",
                       "ANSIBLE_ROLES_PATH", "ANSIBLE_NOCOLOR", "ANSIBLE_GATHERING", "ANSIBLE_LOCAL_TEMP",
-                      "ANSIBLE_CACHE_PLUGIN", "HYBRID_OPERATOR_METRICS_URL", "PYTHONPATH", "VIRTUAL_ENV"})
+                      "ANSIBLE_CACHE_PLUGIN", "ANSIBLE_CALLBACK_PLUGINS", "HYBRID_OPERATOR_METRICS_URL", "PYTHONPATH",
+                      "VIRTUAL_ENV"})
 #: the most the pipe reader accepts (the environment of a process is far smaller)
 MAX_COMMAND_BYTES = 16 * 1024 * 1024
 _UNBLOCK_SECONDS = 2.0

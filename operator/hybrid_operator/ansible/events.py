@@ -19,6 +19,10 @@ here, free of I/O, and is unit-tested on its own. What is read, as the Operator 
   success, and so do we, but the reconciler says so (a Warning Event) instead of staying silent;
 * for a task that failed after an ``until`` loop ran out of retries, a message saying so, with the
   last attempt's own message when it has one (Ansible gives none of its own).
+
+Every event handler also calls :func:`strip_environment` before the event is kept or written: our
+``awx_display`` callback (``callback_plugins/``) already leaves ``ansible_env`` out of task results,
+and this makes sure the final ``job_events/*.json`` and the operator's memory never hold it either.
 """
 
 from __future__ import annotations
@@ -63,6 +67,30 @@ class RunOutcome:
     timeout: float | None = None
 
 
+#: the facts that hold the environment of the process that gathered them (the operator's, secrets included)
+ENVIRONMENT_FACTS = ("ansible_env",)
+
+
+def strip_environment(event: Mapping[str, Any]) -> None:
+    """Remove the environment facts from a job event's task result (and its loop items), in place."""
+    data = event.get("event_data")
+    if isinstance(data, dict):
+        _strip_result(data.get("res"))
+
+
+def _strip_result(result: Any) -> None:
+    if not isinstance(result, dict):
+        return
+    facts = result.get("ansible_facts")
+    if isinstance(facts, dict):
+        for name in ENVIRONMENT_FACTS:
+            facts.pop(name, None)
+    items = result.get("results")
+    if isinstance(items, list):
+        for item in items:
+            _strip_result(item)
+
+
 class EventCollector:
     """An ``event_handler`` keeping, in memory, only the events a result is built from.
 
@@ -75,6 +103,7 @@ class EventCollector:
         self._verbose: deque[Mapping[str, Any]] = deque(maxlen=_MAX_VERBOSE_EVENTS)
 
     def __call__(self, event: Mapping[str, Any]) -> bool:
+        strip_environment(event)
         name = event.get("event")
         if name == "verbose":
             self._verbose.append(event)

@@ -237,6 +237,9 @@ class _RunChannel:
             self._cancelled = True
 
     def event(self, data: Mapping[str, Any]) -> bool:
+        from hybrid_operator.ansible.events import strip_environment  # loaded already: the run imported runner
+
+        strip_environment(data)  # before ansible-runner writes the event file, and before it is sent
         self.send({"event": data})
         return True
 
