@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from hybrid_operator import __version__, logs
 
 if TYPE_CHECKING:
+    from hybrid_operator.config.model import AnsibleWatch
     from hybrid_operator.config.settings import Settings
 
 
@@ -449,14 +450,51 @@ def run_check(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         return 2
+    base_dir = args.watches_file.absolute().parent
     for watch in loaded:
         if isinstance(watch, model.AnsibleWatch):
             target = f"playbook {watch.playbook}" if watch.playbook else f"role {watch.role}"
         else:
             target = f"chart {watch.chart}"
         print(f"{watch.gvk}: {watch.runner} {target}")
+        if isinstance(watch, model.AnsibleWatch):
+            _print_own_variables(watch, base_dir, environ)
     print(f"{args.watches_file}: {len(loaded)} valid {'entry' if len(loaded) == 1 else 'entries'}")
     return 0
+
+
+def _print_own_variables(watch: AnsibleWatch, base_dir: Path, environ: dict[str, str]) -> None:
+    """What ``check`` says of the variables a watch's automation sets itself (docs/security.md): the
+    names a spec key may not become, and -- a warning -- the kind's schema properties that become one."""
+    from hybrid_operator.ansible.extravars import to_snake
+    from hybrid_operator.config import automation
+
+    own = automation.own_variables(watch, base_dir, environ)
+    if not own:
+        return
+    print(f"  sets {len(own)} variable(s) itself; a resource whose spec key becomes one is refused: "
+          f"{', '.join(own)}")
+    for key in _schema_spec_properties(base_dir, watch.gvk.kind):
+        variable = to_snake(key) if watch.snake_case_parameters else key
+        if variable in own:
+            becomes = f' becomes "{variable}", which' if variable != key else ""
+            print(f"  warning: schema property spec.{key}{becomes} the automation sets itself ({own[variable]}): "
+                  "every resource that sets it will be refused; rename the property or make the variable a "
+                  "role default", file=sys.stderr)
+
+
+def _schema_spec_properties(base_dir: Path, kind: str) -> list[str]:
+    """The top-level ``spec`` properties of ``schemas/<kind>.yaml`` (none without a schema, or a bad one)."""
+    from hybrid_operator.authoring.generate import load_schema
+    from hybrid_operator.errors import ConfigurationError
+
+    try:
+        schema = load_schema(base_dir, kind).open_api or {}
+    except ConfigurationError:
+        return []  # ``generate`` reports it
+    spec = (schema.get("properties") or {}).get("spec") if isinstance(schema.get("properties"), dict) else None
+    properties = spec.get("properties") if isinstance(spec, dict) else None
+    return [key for key in properties if isinstance(key, str)] if isinstance(properties, dict) else []
 
 
 def _settings(args: argparse.Namespace, kubeconfig: Path | None) -> Settings:

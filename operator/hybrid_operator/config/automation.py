@@ -18,6 +18,15 @@ Ansible loads it, and reports each problem as ``file:line: message``:
 
 Anything templated (``{{ ... }}``) is left alone, as is everything Ansible decides at run time.
 It needs no network and no cluster, and runs no Ansible.
+
+The same walk lists the variables the automation sets itself (:func:`own_variables`): a spec key
+becomes an extra var, which outranks them all, so the operator refuses a resource whose spec would
+override one (docs/security.md). Set are: ``set_fact`` keys, ``register`` names, ``vars:`` of plays,
+blocks, tasks, ``roles:`` entries and ``import_playbook``, role parameters, the keys of ``vars_files``
+and of static ``include_vars`` files (and its ``name``), and the top-level keys of every file in a
+role's ``vars/``. Inputs -- which a spec may set -- are the keys of a role's ``defaults/``, the options
+of its ``meta/argument_specs.yml``, ``vars_prompt`` names, and a ``set_fact`` whose value reads the
+variable it sets (``size: "{{ size | default(1) }}"``, a default written as a task).
 """
 
 from __future__ import annotations
@@ -40,6 +49,16 @@ ROLE_ACTIONS = frozenset(f"{prefix}{action}" for prefix in ("", "ansible.builtin
                          for action in ("import_role", "include_role"))
 TASK_ACTIONS = frozenset(f"{prefix}{action}" for prefix in ("", "ansible.builtin.", "ansible.legacy.")
                          for action in ("import_tasks", "include_tasks"))
+SET_FACT_ACTIONS = frozenset(f"{prefix}set_fact" for prefix in ("", "ansible.builtin.", "ansible.legacy."))
+INCLUDE_VARS_ACTIONS = frozenset(f"{prefix}include_vars" for prefix in ("", "ansible.builtin.", "ansible.legacy."))
+#: keys of a ``roles:`` entry (or a meta dependency) that are keywords, not role parameters
+ROLE_KEYWORDS = frozenset({
+    "role", "name", "vars", "tags", "when", "become", "become_user", "become_method", "become_flags", "become_exe",
+    "delegate_to", "delegate_facts", "ignore_errors", "ignore_unreachable", "environment", "any_errors_fatal",
+    "collections", "connection", "debugger", "check_mode", "diff", "no_log", "port", "remote_user", "run_once",
+    "throttle", "timeout", "module_defaults", "tasks_from", "vars_from", "defaults_from", "handlers_from",
+    "public", "apply", "allow_duplicates", "rolespec_validate", "src", "scm", "version",
+})
 ROLE_DIRS = ("tasks", "handlers", "defaults", "vars", "meta")
 _YAML_SUFFIXES = (".yml", ".yaml")
 #: the most YAML values one playbook, task or role file may hold once its aliases are followed
@@ -97,6 +116,23 @@ class _Walk:
     cwd: Path | None
     problems: list[str] = field(default_factory=list)
     seen: set[Path] = field(default_factory=set)
+    #: variable name -> where the automation sets it first (``how at file:line``)
+    sets: dict[str, str] = field(default_factory=dict)
+    #: variables the automation declares as inputs (role defaults, argument specs, prompts)
+    inputs: set[str] = field(default_factory=set)
+
+    def set_here(self, names: Any, how: str, path: Path, line: int) -> None:
+        """Record that the automation sets each of ``names`` (templated names are unknowable and skipped)."""
+        for name in names:
+            if isinstance(name, str) and name and not _templated(name):
+                self.sets.setdefault(name, f"{how} at {self.shown(path)}:{line}" if line else
+                                     f"{how} in {self.shown(path)}")
+
+    def shown(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.base_dir))
+        except ValueError:
+            return str(path)
 
     def report(self, path: Path, line: int, message: str) -> None:
         entry = f"{path}:{line}: {message}" if line else f"{path}: {message}"
@@ -149,6 +185,8 @@ class _Walk:
             if not isinstance(play, _Map):
                 continue
             imported = play.get("import_playbook") or play.get("ansible.builtin.import_playbook")
+            if imported is not None:
+                self.set_here(_keys(play.get("vars")), "import_playbook vars", path, play.line)
             if isinstance(imported, str) and not _templated(imported):
                 target = path.parent / imported
                 if target.is_file():
@@ -157,15 +195,81 @@ class _Walk:
                     self.report(path, play.line, f"import_playbook {imported!r}: no such file {target}")
                 continue
             collections = [c for c in play.get("collections") or [] if isinstance(c, str)]
+            self.play_variables(play, path)
             for entry in play.get("roles") or []:
+                self.role_entry_variables(entry, path, play.line)
                 self.role_reference(entry, path, play_dir=path.parent, collections=collections)
             for key in TASK_LISTS:
                 self.tasks(play.get(key), path, path.parent, path.parent, collections)
+
+    def play_variables(self, play: _Map, path: Path) -> None:
+        """The variables a play sets (``vars``, ``vars_files``) or takes as inputs (``vars_prompt``)."""
+        self.set_here(_keys(play.get("vars")), "play vars", path, play.line)
+        files = play.get("vars_files")
+        for entry in files if isinstance(files, list) else [files]:
+            for name in entry if isinstance(entry, list) else [entry]:  # a list: the first file found
+                if isinstance(name, str) and not _templated(name):
+                    self.vars_file(path.parent / name, "vars_files", path, play.line)
+        prompts = play.get("vars_prompt")
+        for prompt in prompts if isinstance(prompts, list) else []:
+            if isinstance(prompt, dict) and isinstance(prompt.get("name"), str):
+                self.inputs.add(prompt["name"])
+
+    def role_entry_variables(self, entry: Any, path: Path, line: int) -> None:
+        """The ``vars`` and role parameters of a ``roles:`` entry or a meta dependency."""
+        if not isinstance(entry, dict):
+            return
+        where = getattr(entry, "line", 0) or line
+        self.set_here(_keys(entry.get("vars")), "role vars of a roles: entry", path, where)
+        self.set_here([key for key in entry if key not in ROLE_KEYWORDS], "role parameter", path, where)
+
+    def vars_file(self, target: Path, how: str, path: Path, line: int) -> None:
+        """The top-level keys of a variables file (one that is missing or unreadable sets nothing known)."""
+        if not target.is_file():
+            return
+        self.seen.add(target)
+        content = self.load(target)
+        self.set_here(_keys(content), f"{how} {self.shown(target)} loaded", path, line)
+
+    def task_variables(self, task: _Map, path: Path, tasks_dir: Path) -> None:
+        """The variables one task or block sets: ``vars``, ``register``, ``set_fact``, ``include_vars``."""
+        self.set_here(_keys(task.get("vars")), "block vars" if _is_block(task) else "task vars", path, task.line)
+        register = task.get("register")
+        if isinstance(register, str):
+            self.set_here([register], "register", path, task.line)
+        for action in SET_FACT_ACTIONS & task.keys():
+            for name, value in _action_args(task[action], task.get("args")).items():
+                if name == "cacheable":
+                    continue
+                if _reads_itself(name, value):
+                    self.inputs.add(name)  # a default written as a task: the spec may set it
+                else:
+                    self.set_here([name], "set_fact", path, task.line)
+        for action in INCLUDE_VARS_ACTIONS & task.keys():
+            args = _action_args(task[action], task.get("args"), free_form="file")
+            if isinstance(args.get("name"), str):
+                self.set_here([args["name"]], "include_vars name", path, task.line)
+                continue
+            for key in ("file", "dir"):
+                wanted = args.get(key)
+                if not isinstance(wanted, str) or _templated(wanted):
+                    continue
+                for base in (tasks_dir.parent / "vars", tasks_dir, path.parent):
+                    target = base / wanted
+                    if key == "file" and target.is_file():
+                        self.vars_file(target, "include_vars", path, task.line)
+                        break
+                    if key == "dir" and target.is_dir():
+                        for source in _yaml_files(target):
+                            self.vars_file(source, "include_vars", path, task.line)
+                        break
 
     # -- tasks ---------------------------------------------------------------------------------
 
     def tasks(self, tasks: Any, path: Path, play_dir: Path, tasks_dir: Path, collections: Sequence[str],
               referrer: Path | None = None) -> None:
+        for task in _every_task(tasks):
+            self.task_variables(task, path, tasks_dir)
         for task in _flatten(tasks):
             for action in ROLE_ACTIONS & task.keys():
                 self.role_reference(task[action], path, play_dir=play_dir, collections=collections,
@@ -240,9 +344,19 @@ class _Walk:
                 content = self.load(source)
                 if content is None:
                     continue
+                if sub == "vars":
+                    self.set_here(_keys(content), "role vars", source, 0)
+                elif sub == "defaults":
+                    self.inputs.update(key for key in _keys(content) if isinstance(key, str))
+                elif sub == "meta" and source.stem == "argument_specs" and isinstance(content, dict):
+                    specs = content.get("argument_specs")
+                    for entry in specs.values() if isinstance(specs, dict) else []:
+                        options = entry.get("options") if isinstance(entry, dict) else None
+                        self.inputs.update(key for key in _keys(options) if isinstance(key, str))
                 if sub == "meta" and source.stem == "main" and isinstance(content, dict):
                     role_collections = [c for c in content.get("collections") or [] if isinstance(c, str)]
                     for dependency in content.get("dependencies") or []:
+                        self.role_entry_variables(dependency, source, 0)
                         self.role_reference(dependency, source, play_dir=play_dir,
                                             collections=[*collections, *role_collections], referrer=directory)
                 elif sub in ("tasks", "handlers"):
@@ -263,6 +377,141 @@ def check(watches: Sequence[Watch], base_dir: Path, env: Mapping[str, str], cwd:
             if role is not None:
                 walk.role(role.absolute(), role.absolute().parent)
     return walk.problems
+
+
+def own_variables(watch: AnsibleWatch, base_dir: Path, env: Mapping[str, str],
+                  cwd: Path | None = None) -> dict[str, str]:
+    """The variables ``watch``'s automation (its finalizer's too) sets itself and does not take as an
+    input, each with where it is first set; sorted by name. A spec key becoming one is refused."""
+    return _variables_walk(watch, base_dir, env, cwd)[0]
+
+
+def _variables_walk(watch: AnsibleWatch, base_dir: Path, env: Mapping[str, str],
+                    cwd: Path | None) -> tuple[dict[str, str], set[Path]]:
+    walk = _Walk(base_dir.absolute(), env, cwd)
+    _walk_watch(walk, watch)
+    names = {name: walk.sets[name] for name in sorted(walk.sets) if name not in walk.inputs}
+    return names, set(walk.seen)
+
+
+def _walk_watch(walk: _Walk, watch: AnsibleWatch) -> None:
+    finalizer = watch.finalizer
+    for playbook in (watch.playbook, finalizer.playbook if finalizer else None):
+        if playbook is not None:
+            walk.playbook(playbook.absolute())
+    for role in (watch.role, finalizer.role if finalizer else None):
+        if role is not None:
+            walk.role(role.absolute(), role.absolute().parent)
+
+
+class OwnVariables:
+    """:func:`own_variables` of one watch, read once and read again when a file it read changes.
+
+    ``current()`` looks at the files (and role directories) the last walk read -- one ``stat`` each --
+    and walks again when any of them changed, appeared or went away. Thread-safe enough for the
+    reconciler's worker threads: a walk replaces the result whole.
+    """
+
+    def __init__(self, watch: AnsibleWatch, base_dir: Path, env: Mapping[str, str], cwd: Path | None = None) -> None:
+        self._watch = watch
+        self._base_dir = base_dir
+        self._env = dict(env)
+        self._cwd = cwd
+        self._names: dict[str, str] = {}
+        self._stamps: dict[Path, tuple[int, int] | None] = {}
+        self.walks = 0
+
+    def current(self) -> dict[str, str]:
+        """The variables as the automation's files are now."""
+        if not self.walks or any(_stamp(path) != stamp for path, stamp in self._stamps.items()):
+            self.refresh()
+        return self._names
+
+    def refresh(self) -> None:
+        """Walk the automation again."""
+        names, seen = _variables_walk(self._watch, self._base_dir, self._env, self._cwd)
+        paths = set(seen)
+        for path in seen:
+            if path.is_dir():  # a role: files added to or removed from its directories count too
+                paths.update(path / sub for sub in ROLE_DIRS)
+                paths.update(sub for sub in path.rglob("*") if sub.is_dir())
+        self._stamps = {path: _stamp(path) for path in paths}
+        self._names = names
+        self.walks += 1
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
+def _keys(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, dict) else []
+
+
+def _is_block(task: Mapping[str, Any]) -> bool:
+    return any(isinstance(task.get(key), list) for key in BLOCK_LISTS)
+
+
+def _every_task(tasks: Any) -> Iterator[_Map]:
+    """Every task and block of a task list, blocks included, recursively."""
+    if not isinstance(tasks, list):
+        return
+    for task in tasks:
+        if not isinstance(task, _Map):
+            continue
+        yield task
+        for key in BLOCK_LISTS:
+            if isinstance(task.get(key), list):
+                yield from _every_task(task[key])
+
+
+def _action_args(value: Any, args: Any, free_form: str | None = None) -> dict[str, Any]:
+    """A module's arguments: a map, or ``key=value`` words (a lone word is the ``free_form`` argument)."""
+    found: dict[str, Any] = dict(args) if isinstance(args, dict) else {}
+    if isinstance(value, dict):
+        found.update(value)
+    elif isinstance(value, str):
+        for word in _words(value):
+            key, equals, rest = word.partition("=")
+            if equals and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                found[key] = rest
+            elif free_form is not None and free_form not in found:
+                found[free_form] = word
+    return found
+
+
+def _words(text: str) -> list[str]:
+    """``text`` split at blanks outside quotes and Jinja (enough for ``key=value`` arguments)."""
+    words, current, quote, depth = [], "", "", 0
+    for index, char in enumerate(text):
+        pair = text[index:index + 2]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif pair in ("{{", "{%"):
+            depth += 1
+        elif pair in ("}}", "%}") and depth:
+            depth -= 1
+        elif char.isspace() and not depth:
+            if current:
+                words.append(current)
+            current = ""
+            continue
+        current += char
+    if current:
+        words.append(current)
+    return [word.strip("'\"") if "=" not in word else word for word in words]
+
+
+def _reads_itself(name: str, value: Any) -> bool:
+    """Whether a ``set_fact`` value is a template reading the variable it sets."""
+    text = value if isinstance(value, str) else repr(value)
+    return _templated(text) and re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) is not None
 
 
 def _flatten(tasks: Any) -> Iterator[_Map]:
