@@ -254,3 +254,63 @@ async def test_a_cancelled_run_reports_why_in_the_status(cluster: FakeCluster, t
     assert (failure["status"], failure["message"]) == \
         ("True", "the run was cancelled: the operator is shutting down")
     assert cluster.reasons() == ["ReconcileFailed"]
+
+
+# -- the object a run receives is the object checked (issue 28 item 2) ------------------------------------------
+
+
+class EditedBeforeTheStatusWrite(FakeCluster):
+    """Someone edits the spec between the reconciler's read and its Running status write."""
+
+    def __init__(self, edit: dict[str, Any]) -> None:
+        super().__init__()
+        self.edit = edit
+
+    def patch_status(self, ref: Any, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
+        stored = self.objects.get(self._key(ref, namespace, name))
+        if self.edit and stored is not None:
+            stored["spec"] = {**stored.get("spec", {}), **self.edit}
+            self.edit = {}
+        return super().patch_status(ref, namespace, name, patch)
+
+
+async def test_a_spec_edited_before_the_status_write_is_checked_again(tmp_path: Path) -> None:
+    cluster = EditedBeforeTheStatusWrite({"ansibleRemoteTmp": "/tmp/x$(touch /tmp/pwned)"})
+    cluster.add_kind(GVK.group, GVK.version, GVK.kind, "memcacheds")
+    runner = FakeRunner()
+    cr(cluster, finalizers=[FINALIZER])
+    outcome = await make(cluster, runner, tmp_path).reconcile("ns", "m")
+    assert runner.requests == [], "the run received an object nobody checked"
+    assert outcome == Outcome()
+    failure = conditions(cluster.objects[(GVK.group, GVK.kind, "ns", "m")])["Failure"]
+    assert failure["status"] == "True" and "spec.ansibleRemoteTmp" in failure["message"]
+    assert [event.reason for event in cluster.events] == ["SpecRefused"]
+
+
+async def test_the_run_receives_exactly_the_checked_object(tmp_path: Path) -> None:
+    cluster = EditedBeforeTheStatusWrite({"size": 3})
+    cluster.add_kind(GVK.group, GVK.version, GVK.kind, "memcacheds")
+    runner = FakeRunner(succeeded(ok=1))
+    cr(cluster, finalizers=[FINALIZER])
+    await make(cluster, runner, tmp_path).reconcile("ns", "m")
+    (request,) = runner.requests
+    assert request.cr["spec"] == {"size": 3}  # the last write's answer, checked
+    # the store changes afterwards: the run's copy does not
+    cluster.objects[(GVK.group, GVK.kind, "ns", "m")]["spec"]["size"] = 9
+    assert request.cr["spec"] == {"size": 3}
+
+
+async def test_spec_keys_naming_variables_the_playbook_sets_are_refused(cluster: FakeCluster, tmp_path: Path) -> None:
+    playbook = tmp_path / "playbook.yml"
+    playbook.write_text("- hosts: localhost\n  tasks:\n    - ansible.builtin.set_fact:\n        target: x\n")
+    spec = AnsibleWatch(gvk=GVK, playbook=playbook)
+    settings = Settings(artifacts_dir=tmp_path / "runner", watches_file=tmp_path / "watches.yaml")
+    runner = FakeRunner()
+    cluster.create({"apiVersion": GVK.api_version, "kind": GVK.kind, "metadata": {"name": "m", "namespace": "ns"},
+                    "spec": {"target": "victim"}})
+    reconciler = AnsibleReconciler(spec, cluster, runner, settings, asyncio.Semaphore(1), tmp_path / "kubeconfig", {})
+    await reconciler.reconcile("ns", "m")
+    assert runner.requests == []
+    failure = conditions(cluster.objects[(GVK.group, GVK.kind, "ns", "m")])["Failure"]
+    assert 'spec.target: is the variable "target", which the automation sets itself (set_fact at playbook.yml:3)' \
+        in failure["message"]

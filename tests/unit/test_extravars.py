@@ -147,25 +147,54 @@ def test_missing_or_odd_spec_counts_as_empty(spec: Any) -> None:
     }
 
 
-def test_mark_unsafe_wraps_every_cr_string() -> None:
+def test_mark_unsafe_wraps_every_cr_value_whole() -> None:
     configured = watch(mark_unsafe=True, vars={"tpl": "{{ meta }}"})
     result = extravars.build_extra_vars(CR, configured, finalizer=False)
     unsafe = extravars.UNSAFE_KEY
     assert result["image_tag"] == {unsafe: "1.6"}
-    assert result["replica_count"] == 2 and result["enabled"] is True  # only strings are wrapped
-    assert result["ports"] == [{"container_port": 11211}]
+    assert result["replica_count"] == 2 and result["enabled"] is True  # nothing to template in them
+    # maps and lists whole: ansible-core's wrap_var then marks their keys as well as their strings
+    assert result["ports"] == {unsafe: [{"container_port": 11211}]}
     whole = result["_cache_example_com_memcached"]
-    assert whole["kind"] == {unsafe: "Memcached"}
-    assert whole["metadata"]["labels"] == {"app": {unsafe: "demo"}}
-    assert result["_cache_example_com_memcached_spec"]["imageTag"] == {unsafe: "1.6"}
+    assert whole == {unsafe: CR}
+    assert result["_cache_example_com_memcached_spec"] == {unsafe: CR["spec"]}
     assert result["ansible_operator_meta"] == {"name": "demo", "namespace": "apps"}  # Kubernetes names
     assert result["tpl"] == "{{ meta }}"  # the operator author's vars stay templatable
     json.dumps(result)  # the runner writes it as JSON
 
 
 def test_mark_unsafe_helper() -> None:
-    assert extravars.mark_unsafe({"a": ["x", 1, {"b": None}], "c": 1.5}) == {
-        "a": [{"__ansible_unsafe": "x"}, 1, {"b": None}], "c": 1.5}
+    assert extravars.mark_unsafe({"a": ("x", 1, {"b": None}), "c": 1.5}) == {
+        "__ansible_unsafe": {"a": ["x", 1, {"b": None}], "c": 1.5}}
+    assert extravars.mark_unsafe("{{ x }}") == {"__ansible_unsafe": "{{ x }}"}
+    assert extravars.mark_unsafe(3) == 3 and extravars.mark_unsafe(None) is None
+
+
+def test_run_documents_put_the_spec_variables_first_wrapped_whole() -> None:
+    configured = watch(mark_unsafe=True, vars={"overridden": "watch value", "tpl": "{{ meta }}"})
+    run = extravars.extra_vars_documents(CR, configured, finalizer=False, extra={"_related": {"Pod": []}})
+    first, second = run.documents
+    unsafe = extravars.UNSAFE_KEY
+    # the spec's names are unsafe too; what a later document sets (the watch's vars) is left to it
+    assert first == {unsafe: {"replica_count": 2, "image_tag": "1.6", "enabled": True,
+                              "ports": [{"container_port": 11211}]}}
+    assert second["overridden"] == "watch value" and second["tpl"] == "{{ meta }}"
+    assert second["_related"] == {"Pod": []}
+    assert second["ansible_operator_meta"] == {"name": "demo", "namespace": "apps"}
+    # Ansible's own names from the spec are never written, whoever checked the spec before
+    assert run.dropped == ("ansible_operator_meta",)
+    merged = {**first[unsafe], **second}
+    expected = {**extravars.build_extra_vars(CR, configured, finalizer=False), "_related": {"Pod": []}}
+    for name in ("replica_count", "image_tag", "enabled", "ports"):
+        expected[name] = first[unsafe][name]
+    assert merged == expected
+
+
+def test_run_documents_without_mark_unsafe_are_one_merged_map() -> None:
+    run = extravars.extra_vars_documents({**CR, "spec": {"ansibleBecomeExe": "x", "size": 1}}, watch(),
+                                         finalizer=False)
+    assert len(run.documents) == 1 and run.documents[0]["size"] == 1
+    assert "ansible_become_exe" not in run.documents[0] and run.dropped == ("ansible_become_exe",)
 
 
 def test_result_shares_nothing_with_inputs() -> None:
@@ -241,3 +270,48 @@ def test_ordinary_specs_are_not_refused() -> None:
     spec = {key: value for key, value in CR["spec"].items() if key != "ansible_operator_meta"}
     assert extravars.refusals({**CR, "spec": spec}, watch()) == []
     assert extravars.refusals({"spec": None}, watch()) == []
+
+
+def test_keys_holding_a_brace_are_refused_at_any_depth() -> None:
+    evil = "{{ lookup('pipe', 'id') }}"
+    spec = {"features": {evil: True, "ok": 1}, "list": [{"a": {"x{": 1}}], "{": 1}
+    problems = extravars.refusals({"spec": spec}, watch(mark_unsafe=True))
+    assert len(problems) == 3, problems
+    assert problems[0].startswith('spec["{"]: a key may not contain')
+    assert problems[1].startswith('spec.features["{{ lookup(\'pipe\', \'id\') }}"]: a key may not contain')
+    assert problems[2].startswith('spec.list[0].a["x{"]: a key may not contain')
+    long_key = "{" + "x" * 500
+    (problem,) = extravars.refusals({"spec": {"m": {long_key: 1}}}, watch())
+    assert len(problem) < 300 and "..." in problem
+
+
+def test_keys_the_extra_vars_loader_interprets_are_refused() -> None:
+    spec = {"a": {"__ansible_vault": "$ANSIBLE_VAULT;1.1;AES256"}, "b": [{"__ansible_unsafe": "x"}]}
+    problems = extravars.refusals({"spec": spec}, watch())
+    assert [problem.split(":")[0] for problem in problems] == ["spec.a.__ansible_vault", "spec.b[0].__ansible_unsafe"]
+
+
+def test_variables_the_automation_sets_are_refused_naming_the_key_and_where() -> None:
+    own = {"db_namespace": "set_fact at roles/database/tasks/main.yml:11", "found": "task vars at x.yml:3"}
+    spec = {"dbNamespace": "victim", "engine": "postgres", "found": 1}
+    problems = extravars.refusals({"spec": spec}, watch(), own)
+    assert problems == [
+        'spec.dbNamespace: becomes the variable "db_namespace", which the automation sets itself (set_fact at '
+        "roles/database/tasks/main.yml:11); a custom resource may not override it (a spec key would outrank it). "
+        "Only a role's defaults/ may be set from the spec",
+        'spec.found: is the variable "found", which the automation sets itself (task vars at x.yml:3); a custom '
+        "resource may not override it (a spec key would outrank it). Only a role's defaults/ may be set from the spec",
+    ]
+    assert extravars.refusals({"spec": {"engine": "x"}}, watch(), own) == []
+
+
+def test_related_objects_with_jinja_keys_are_left_out() -> None:
+    pod = {"kind": "Pod", "metadata": {"name": "ok", "namespace": "ns",
+                                       "managedFields": [{"fieldsV1": {'k:{"name":"c"}': {}}}]}}
+    evil = {"kind": "Pod", "metadata": {"name": "evil", "namespace": "ns", "labels": {"a": "b"}},
+            "spec": {"nodeSelector": {"{{ lookup('pipe', 'id') }}": "x"}}}
+    vault = {"kind": "ConfigMap", "metadata": {"name": "v"}, "data": {"__ansible_vault": "x"}}
+    kept, left_out = extravars.related_without_unsafe_keys({"Pod": [pod, evil], "ConfigMap": [vault]})
+    assert kept == {"Pod": [pod], "ConfigMap": []}  # managedFields' k:{...} keys are the API server's
+    assert left_out[0].startswith('Pod ns/evil.spec.nodeSelector["{{ lookup(\'pipe\', \'id\') }}"]: a key may not')
+    assert left_out[1].startswith("ConfigMap v.data.__ansible_vault: a key Ansible's extra vars loader interprets")

@@ -13,6 +13,7 @@ says when to look again: the reconcile period (annotation > watch > flag), a
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -23,7 +24,7 @@ from hybrid_operator import clock, errors
 from hybrid_operator.ansible import artifacts, commandfile, credentials, extravars, status
 from hybrid_operator.ansible.proxy import OwnerProxy
 from hybrid_operator.ansible.runs import Runner, RunRequest, RunResult
-from hybrid_operator.config import bounds
+from hybrid_operator.config import automation, bounds
 from hybrid_operator.config.model import AnsibleWatch
 from hybrid_operator.config.settings import Settings, split_ansible_args
 from hybrid_operator.config.values import annotation_duration
@@ -109,6 +110,9 @@ class AnsibleReconciler:
         self.gvk_label = gvk_label(watch.gvk.group, watch.gvk.version, watch.gvk.kind)
         #: the Warning Events about annotations out of range, once per resource and value
         self.out_of_range = OutOfRange()
+        #: the variables the watch's automation sets itself (a spec may not override them), kept fresh
+        self.own_variables = automation.OwnVariables(watch, settings.watches_file.absolute().parent,
+                                                     settings.environ)
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         gvk = self.watch.gvk
@@ -142,24 +146,34 @@ class AnsibleReconciler:
         await self._write_status(ref, obj, lambda old: status.errored(old, problem, clock.now()), force=True)
         await asyncio.to_thread(self.cluster.post_event, obj, "Warning", reason, problem)
 
-    async def _refused(self, ref: ResourceRef, obj: dict[str, Any]) -> bool:
-        """Refuse a spec that would set Ansible's own variables (or collides after snake_case): before
-        anything else happens -- no finalizer, no Running condition, no run -- the CR gets a Failure
-        condition and a Warning Event naming the keys. True when refused (nothing is retried: a spec
-        change brings the object back)."""
-        # off the event loop: the first call reads ansible-core's tables (importing ansible takes a while)
-        problems = await asyncio.to_thread(extravars.refusals, obj, self.watch)
+    async def _checked(self, ref: ResourceRef, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """``obj`` as checked -- a deep copy, which is what the run then receives -- or None when refused.
+
+        A spec that would set Ansible's own variables or one the automation sets itself, has keys
+        that could carry Jinja, or collides after snake_case is refused before anything else happens
+        -- no finalizer, no Running condition, no run: the CR gets a Failure condition and a Warning
+        Event naming the keys. Nothing is retried (a spec change brings the object back).
+        """
+        frozen = copy.deepcopy(obj)
+        # off the event loop: the first call reads ansible-core's tables (importing ansible takes a
+        # while) and walks the automation's files
+        problems = await asyncio.to_thread(self._problems, frozen)
         if not problems:
-            return False
+            return frozen
         message = "the spec was refused, nothing was run: " + "; ".join(problems)
         log.warning("spec refused", extra={"kind": self.watch.gvk.kind, "namespace": objects.namespace(obj),
                                            "cr": objects.name(obj), "problems": problems})
         await self._report_error(ref, obj, message, REASON_REFUSED)
-        return True
+        return None
+
+    def _problems(self, obj: dict[str, Any]) -> list[str]:
+        return extravars.refusals(obj, self.watch, self.own_variables.current())
 
     async def _reconcile_live(self, ref: ResourceRef, obj: dict[str, Any], options: RunOptions) -> Outcome:
-        if await self._refused(ref, obj):
+        checked = await self._checked(ref, obj)
+        if checked is None:
             return Outcome()
+        obj = checked
         finalizer = self.watch.finalizer
         if finalizer is not None:
             updated = await asyncio.to_thread(self.cluster.set_finalizer, ref, obj, finalizer.name, True)
@@ -169,16 +183,24 @@ class AnsibleReconciler:
             obj = updated
         if self.watch.manage_status:
             obj = await self._write_status(ref, obj, lambda old: status.running(old, clock.now())) or obj
-        result = await self._run(obj, options, finalizer=False)
-        return await self._record(ref, obj, result, options)
+        if obj is not checked:
+            # A write answers with the object as it is now, whose spec may have changed since the
+            # check: the run receives exactly the object that passed a check, so this one is checked too.
+            checked = await self._checked(ref, obj)
+            if checked is None:
+                return Outcome()
+        result = await self._run(checked, options, finalizer=False)
+        return await self._record(ref, checked, result, options)
 
     async def _finalize(self, ref: ResourceRef, obj: dict[str, Any], options: RunOptions) -> Outcome:
         finalizer = self.watch.finalizer
         finalizers = objects.finalizers(obj)
         if finalizer is None or finalizer.name not in finalizers:
             return Outcome()
-        if await self._refused(ref, obj):
+        checked = await self._checked(ref, obj)
+        if checked is None:
             return Outcome()
+        obj = checked
         result = await self._run(obj, options, finalizer=True)
         if not result.succeeded:
             return await self._record(ref, obj, result, options, finalizer=True)
@@ -204,6 +226,11 @@ class AnsibleReconciler:
         extra: dict[str, Any] = {}
         if self.watch.triggers:
             found = await asyncio.to_thread(triggers.related_objects, self.cluster, obj, self.watch.triggers)
+            found, left_out = extravars.related_without_unsafe_keys(found)
+            if left_out:
+                log.warning("related objects left out", extra={
+                    "kind": self.watch.gvk.kind, "namespace": objects.namespace(obj), "cr": objects.name(obj),
+                    "problems": left_out})
             # other people's objects: never templated either
             extra[extravars.RELATED_KEY] = extravars.mark_unsafe(found) if self.watch.mark_unsafe else found
         request = RunRequest(

@@ -12,7 +12,8 @@ goes to a bounded thread pool; the traps it sets are avoided on purpose (``libra
   (:mod:`hybrid_operator.runners.artifacts`), never with ansible-runner's ``rotate_artifacts``.
 
 What ``ansible-playbook`` gets, as the Operator SDK gives it: the extra vars of
-:func:`hybrid_operator.extravars.build_extra_vars`; the inventory
+:func:`hybrid_operator.ansible.extravars.build_extra_vars`, as the documents of
+:func:`~hybrid_operator.ansible.extravars.extra_vars_documents` (one ``-e @file`` each); the inventory
 ``localhost ansible_connection=local ansible_python_interpreter=<this Python>``, or a copy of
 ``$ANSIBLE_INVENTORY`` (a directory or a file) when that is set; for a role, a
 generated ``hosts: localhost`` play with ``gather_facts`` off when ``ANSIBLE_GATHERING=explicit``
@@ -23,12 +24,17 @@ arguments. ``ansible-playbook`` runs in ``project_dir`` (where ``ansible.cfg`` i
 Different on purpose (docs/security.md), as defence in depth behind the reconciler's refusal of
 specs that set Ansible's own variables:
 
-* the command line is ``ansible-playbook <--ansible-args> -e @<extra vars file> -c local -e
+* the command line is ``ansible-playbook <--ansible-args> -e @<extra vars file>... -c local -e
   {"ansible_connection": "local", "ansible_python_interpreter": <this Python>} ...``: extra vars
   given with ``-e`` all have the same precedence and the LAST one wins, so the connection and the
   interpreter are pinned even if an ``ansible_*`` key reached the extra vars;
+* the spec's top-level variables that Ansible itself reads (``ansible_*``, magic variables) are never
+  written to the extra vars, and with ``markUnsafe`` the names of the spec's variables are unsafe too
+  (:func:`~hybrid_operator.ansible.extravars.extra_vars_documents`), whatever was checked before;
 * facts are cached in memory only (``ANSIBLE_CACHE_PLUGIN=memory``): ansible-runner's default
   ``jsonfile`` cache writes ``ansible_env`` -- the whole environment -- into the artifacts;
+* the stdout callback is ours (:data:`CALLBACK_PLUGINS`): ansible-runner's, except that ``ansible_env``
+  leaves every task result before it is shown or written to the job events;
 * the ``command`` artifact is redacted as it is written (:mod:`hybrid_operator.ansible.commandfile`).
 
 Two ways to run the same arguments (``--ansible-runner``, docs/ansible.md "Warm execution"):
@@ -71,15 +77,18 @@ import pexpect
 from hybrid_operator.ansible import artifacts
 from hybrid_operator.ansible.commandfile import CommandFileGuard, write_private
 from hybrid_operator.ansible.events import EventCollector, RunOutcome, result_from_events
-from hybrid_operator.ansible.extravars import build_extra_vars
+from hybrid_operator.ansible.extravars import extra_vars_documents
 from hybrid_operator.ansible.runs import CANCEL_POLL_SECONDS, CancelSignal, RunRequest, RunResult
 from hybrid_operator.ansible.warmpool import WarmPool, WorkerUnavailable
 from hybrid_operator.kube import objects
 
 logger = logging.getLogger(__name__)
 
-#: the extra vars file in a run's private data directory (not ansible-runner's ``env/extravars``)
-EXTRA_VARS_FILE = "extravars.json"
+#: the extra vars files in a run's private data directory (not ansible-runner's ``env/extravars``), by order
+EXTRA_VARS_FILE = "extravars-{}.json"
+#: ansible-runner's ``awx_display`` stdout callback, which leaves the environment out of task results
+#: (``callback_plugins/awx_display.py``); first on every run's ``ANSIBLE_CALLBACK_PLUGINS``
+CALLBACK_PLUGINS = Path(__file__).resolve().parent / "callback_plugins"
 #: the values of ``--ansible-runner``
 RunnerMode = Literal["warm", "cold"]
 RUNNER_MODES: tuple[RunnerMode, ...] = ("warm", "cold")
@@ -247,9 +256,18 @@ class AnsibleRunner:
         self, request: RunRequest, private: Path, directory: Path, ident: str
     ) -> dict[str, Any]:
         env = self._environment(request)
-        extra_vars = {**build_extra_vars(request.cr, request.watch, finalizer=request.finalizer), **request.extra_vars}
-        extra_vars_file = private / EXTRA_VARS_FILE
-        write_private(extra_vars_file, json.dumps(extra_vars).encode())
+        run_vars = extra_vars_documents(request.cr, request.watch, finalizer=request.finalizer,
+                                        extra=request.extra_vars)
+        if run_vars.dropped:
+            objects_meta = objects.meta(request.cr)
+            logger.warning("spec variables dropped at run time", extra={
+                "kind": request.watch.gvk.kind, "namespace": str(objects_meta.get("namespace") or ""),
+                "cr": str(objects_meta.get("name") or ""), "variables": list(run_vars.dropped)})
+        extra_vars_args: list[str] = []
+        for index, document in enumerate(run_vars.documents):
+            extra_vars_file = private / EXTRA_VARS_FILE.format(index)
+            write_private(extra_vars_file, json.dumps(document).encode())
+            extra_vars_args += ["-e", f"@{extra_vars_file}"]
         kwargs: dict[str, Any] = {
             "private_data_dir": str(private),
             "artifact_dir": str(directory),
@@ -257,7 +275,7 @@ class AnsibleRunner:
             "rotate_artifacts": 0,
             "project_dir": str(self._project_dir),
             "inventory": _inventory(private, env, self.module_python),
-            "cmdline": shlex.join([*request.ansible_args, "-e", f"@{extra_vars_file}", *self.pinned_arguments()]),
+            "cmdline": shlex.join([*request.ansible_args, *extra_vars_args, *self.pinned_arguments()]),
             "settings": {"pexpect_timeout": CANCEL_POLL_SECONDS},
             "fact_cache_type": "memory",
             "quiet": True,
@@ -288,6 +306,10 @@ class AnsibleRunner:
 
     def _environment(self, request: RunRequest) -> dict[str, str]:
         env: dict[str, str] = {"ANSIBLE_NOCOLOR": "1", **request.env, "ANSIBLE_CACHE_PLUGIN": "memory"}
+        # our awx_display (ansible-runner's, without the environment in task results) is found first
+        callbacks = env.get("ANSIBLE_CALLBACK_PLUGINS", os.environ.get("ANSIBLE_CALLBACK_PLUGINS", ""))
+        env["ANSIBLE_CALLBACK_PLUGINS"] = os.pathsep.join(
+            [str(CALLBACK_PLUGINS), *(part for part in callbacks.split(os.pathsep) if part)])
         bin_dir = self._python.parent
         path = env.get("PATH", os.environ.get("PATH", ""))
         if (bin_dir / "ansible-playbook").exists() and str(bin_dir) not in path.split(os.pathsep):

@@ -186,9 +186,10 @@ async def preview_ansible(watch: model.AnsibleWatch, cr: dict[str, Any], cluster
     from hybrid_operator.ansible.environment import ansible_env
     from hybrid_operator.ansible.runner import AnsibleRunner
     from hybrid_operator.ansible.runs import RunRequest
+    from hybrid_operator.config import automation
     from hybrid_operator.config.settings import Settings
 
-    refused = extravars.refusals(cr, watch)
+    refused = extravars.refusals(cr, watch, automation.own_variables(watch, project_dir, dict(os.environ)))
     if refused:  # the operator would refuse this spec before running anything (docs/security.md)
         raise PreviewError("the operator would refuse this resource and run nothing: " + "; ".join(refused))
     meta = cr["metadata"]
