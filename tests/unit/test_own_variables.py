@@ -159,3 +159,25 @@ def test_own_variables_are_read_again_when_a_file_changes(tmp_path: Path) -> Non
     write(tmp_path, {"roles/r/vars/main.yml": "third: 3\n"})  # a new directory and file in the role
     assert list(watched.current()) == ["first", "second", "third"]
     assert watched.walks == 3
+
+
+def test_spec_overrides_are_left_to_the_spec(tmp_path: Path) -> None:
+    tasks = ("- ansible.builtin.set_fact: {first: 1, second: 2}\n"
+             "- ansible.builtin.set_fact: {third: 3}\n  when: third is not defined\n")
+    entry = "- {group: example.com, version: v1, kind: App, role: r, specOverrides: [second]}\n"
+    write(tmp_path, {"roles/r/tasks/main.yml": tasks, "watches.yaml": entry})
+    from hybrid_operator.config import watches
+
+    (watch,) = watches.load(tmp_path / "watches.yaml", ENV)
+    assert isinstance(watch, AnsibleWatch) and watch.spec_overrides == ("second",)
+    assert list(automation.own_variables(watch, tmp_path, ENV)) == ["first"]  # third: a default written as a task
+
+
+def test_spec_overrides_must_be_variable_names(tmp_path: Path) -> None:
+    from hybrid_operator import errors
+    from hybrid_operator.config import watches
+
+    write(tmp_path, {"roles/r/tasks/main.yml": "[]\n",
+                     "watches.yaml": "- {group: example.com, version: v1, kind: App, role: r, specOverrides: [a-b]}\n"})
+    with pytest.raises(errors.ConfigurationError, match='key "specOverrides": must be a list of variable names'):
+        watches.load(tmp_path / "watches.yaml", ENV)

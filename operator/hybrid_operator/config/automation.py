@@ -25,8 +25,9 @@ override one (docs/security.md). Set are: ``set_fact`` keys, ``register`` names,
 blocks, tasks, ``roles:`` entries and ``import_playbook``, role parameters, the keys of ``vars_files``
 and of static ``include_vars`` files (and its ``name``), and the top-level keys of every file in a
 role's ``vars/``. Inputs -- which a spec may set -- are the keys of a role's ``defaults/``, the options
-of its ``meta/argument_specs.yml``, ``vars_prompt`` names, and a ``set_fact`` whose value reads the
-variable it sets (``size: "{{ size | default(1) }}"``, a default written as a task).
+of its ``meta/argument_specs.yml``, ``vars_prompt`` names, a ``set_fact`` whose value reads the
+variable it sets (``size: "{{ size | default(1) }}"``) or that runs only ``when: size is not defined``
+(defaults written as tasks), and the names the watch lists in ``specOverrides``.
 """
 
 from __future__ import annotations
@@ -241,7 +242,7 @@ class _Walk:
             for name, value in _action_args(task[action], task.get("args")).items():
                 if name == "cacheable":
                     continue
-                if _reads_itself(name, value):
+                if _reads_itself(name, value) or _unless_defined(name, task.get("when")):
                     self.inputs.add(name)  # a default written as a task: the spec may set it
                 else:
                     self.set_here([name], "set_fact", path, task.line)
@@ -382,7 +383,8 @@ def check(watches: Sequence[Watch], base_dir: Path, env: Mapping[str, str], cwd:
 def own_variables(watch: AnsibleWatch, base_dir: Path, env: Mapping[str, str],
                   cwd: Path | None = None) -> dict[str, str]:
     """The variables ``watch``'s automation (its finalizer's too) sets itself and does not take as an
-    input, each with where it is first set; sorted by name. A spec key becoming one is refused."""
+    input, each with where it is first set; sorted by name. A spec key becoming one is refused, unless
+    the watch lists it in ``specOverrides``."""
     return _variables_walk(watch, base_dir, env, cwd)[0]
 
 
@@ -390,7 +392,8 @@ def _variables_walk(watch: AnsibleWatch, base_dir: Path, env: Mapping[str, str],
                     cwd: Path | None) -> tuple[dict[str, str], set[Path]]:
     walk = _Walk(base_dir.absolute(), env, cwd)
     _walk_watch(walk, watch)
-    names = {name: walk.sets[name] for name in sorted(walk.sets) if name not in walk.inputs}
+    allowed = walk.inputs | set(watch.spec_overrides)
+    names = {name: walk.sets[name] for name in sorted(walk.sets) if name not in allowed}
     return names, set(walk.seen)
 
 
@@ -506,6 +509,14 @@ def _words(text: str) -> list[str]:
     if current:
         words.append(current)
     return [word.strip("'\"") if "=" not in word else word for word in words]
+
+
+def _unless_defined(name: str, when: Any) -> bool:
+    """Whether a task's ``when`` runs it only while ``name`` is not defined (``when: x is not defined``)."""
+    conditions = when if isinstance(when, list) else [when]
+    return any(isinstance(condition, str) and re.search(
+        rf"(?<![\w.]){re.escape(name)}\s+is\s+(?:not\s+defined|undefined)\b", condition) is not None
+        for condition in conditions)
 
 
 def _reads_itself(name: str, value: Any) -> bool:

@@ -34,12 +34,15 @@ from hybrid_operator.config.model import (
 from hybrid_operator.config.values import EXAMPLES as DURATION_EXAMPLES
 from hybrid_operator.config.values import DurationError, parse_duration
 
+#: an Ansible variable name
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 COMMON_KEYS = frozenset(
     {"group", "version", "kind", "reconcilePeriod", "watchDependentResources", "selector"}
 )
 ANSIBLE_KEYS = COMMON_KEYS | {
     "playbook", "role", "vars", "manageStatus", "watchClusterScopedResources", "maxRunnerArtifacts",
     "finalizer", "blacklist", "snakeCaseParameters", "markUnsafe", "watchAnnotationsChanges", "triggers",
+    "specOverrides",
 }
 HELM_KEYS = COMMON_KEYS | {"chart", "overrideValues", "maxConcurrentReconciles", "dryRunOption",
                            "allowCrossNamespace"}
@@ -271,7 +274,20 @@ class EntryReader:
             mark_unsafe=self._bool("markUnsafe", True),
             watch_annotations_changes=self._bool("watchAnnotationsChanges", False),
             triggers=self._triggers(),
+            spec_overrides=self._spec_overrides(),
         )
+
+    def _spec_overrides(self) -> tuple[str, ...]:
+        """``specOverrides``: variables the automation sets itself that a spec may still override."""
+        value = self.data.get("specOverrides")
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(item, str) and VARIABLE_NAME.match(item)
+                                                  for item in value):
+            self.report("must be a list of variable names (the snake_case names the spec keys become), "
+                        f"got {value!r}", "specOverrides")
+            return ()
+        return tuple(value)
 
     def _triggers(self) -> tuple[Trigger, ...]:
         value = self.data.get("triggers")

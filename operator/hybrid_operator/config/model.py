@@ -121,6 +121,8 @@ class AnsibleWatch:
     mark_unsafe: bool = True
     watch_annotations_changes: bool = False
     triggers: tuple[Trigger, ...] = ()
+    #: variables the automation sets itself that a spec key may still override (our extension; default none)
+    spec_overrides: tuple[str, ...] = ()
     runner: Literal["ansible"] = field(default="ansible", init=False)
 
 
