@@ -368,15 +368,8 @@ def check(watches: Sequence[Watch], base_dir: Path, env: Mapping[str, str], cwd:
     """Every problem of the automation ``watches`` reference (``file:line: message``); empty when none."""
     walk = _Walk(base_dir.absolute(), env, cwd)
     for watch in watches:
-        if not isinstance(watch, AnsibleWatch):
-            continue
-        finalizer = watch.finalizer
-        for playbook in (watch.playbook, finalizer.playbook if finalizer else None):
-            if playbook is not None:
-                walk.playbook(playbook.absolute())
-        for role in (watch.role, finalizer.role if finalizer else None):
-            if role is not None:
-                walk.role(role.absolute(), role.absolute().parent)
+        if isinstance(watch, AnsibleWatch):
+            _walk_watch(walk, watch)
     return walk.problems
 
 
@@ -398,6 +391,7 @@ def _variables_walk(watch: AnsibleWatch, base_dir: Path, env: Mapping[str, str],
 
 
 def _walk_watch(walk: _Walk, watch: AnsibleWatch) -> None:
+    """Walk what a watch's runs load: its playbook or role, and its finalizer's."""
     finalizer = watch.finalizer
     for playbook in (watch.playbook, finalizer.playbook if finalizer else None):
         if playbook is not None:
