@@ -343,26 +343,35 @@ class _Walk:
                     continue
                 self.seen.add(source)
                 content = self.load(source)
-                if content is None:
-                    continue
-                if sub == "vars":
-                    self.set_here(_keys(content), "role vars", source, 0)
-                elif sub == "defaults":
-                    self.inputs.update(key for key in _keys(content) if isinstance(key, str))
-                elif sub == "meta" and source.stem == "argument_specs" and isinstance(content, dict):
-                    specs = content.get("argument_specs")
-                    for entry in specs.values() if isinstance(specs, dict) else []:
-                        options = entry.get("options") if isinstance(entry, dict) else None
-                        self.inputs.update(key for key in _keys(options) if isinstance(key, str))
-                if sub == "meta" and source.stem == "main" and isinstance(content, dict):
-                    role_collections = [c for c in content.get("collections") or [] if isinstance(c, str)]
-                    for dependency in content.get("dependencies") or []:
-                        self.role_entry_variables(dependency, source, 0)
-                        self.role_reference(dependency, source, play_dir=play_dir,
-                                            collections=[*collections, *role_collections], referrer=directory)
-                elif sub in ("tasks", "handlers"):
-                    self.tasks(content, source, play_dir, source.parent, collections, referrer=directory)
+                if content is not None:
+                    self.role_file(sub, source, content, play_dir, collections, directory)
 
+    def role_file(self, sub: str, source: Path, content: Any, play_dir: Path, collections: Sequence[str],
+                  directory: Path) -> None:
+        """One YAML file of a role: what it sets (``vars/``), takes (``defaults/``, argument specs) or runs."""
+        if sub == "vars":
+            self.set_here(_keys(content), "role vars", source, 0)
+        elif sub == "defaults":
+            self.inputs.update(key for key in _keys(content) if isinstance(key, str))
+        elif sub == "meta" and isinstance(content, dict):
+            self.role_meta(source, content, play_dir, collections, directory)
+        elif sub in ("tasks", "handlers"):
+            self.tasks(content, source, play_dir, source.parent, collections, referrer=directory)
+
+    def role_meta(self, source: Path, content: dict[str, Any], play_dir: Path, collections: Sequence[str],
+                  directory: Path) -> None:
+        """A role's ``meta/argument_specs.yml`` (its options are inputs) or ``meta/main.yml`` (dependencies)."""
+        if source.stem == "argument_specs":
+            specs = content.get("argument_specs")
+            for entry in specs.values() if isinstance(specs, dict) else []:
+                options = entry.get("options") if isinstance(entry, dict) else None
+                self.inputs.update(key for key in _keys(options) if isinstance(key, str))
+        elif source.stem == "main":
+            role_collections = [c for c in content.get("collections") or [] if isinstance(c, str)]
+            for dependency in content.get("dependencies") or []:
+                self.role_entry_variables(dependency, source, 0)
+                self.role_reference(dependency, source, play_dir=play_dir,
+                                    collections=[*collections, *role_collections], referrer=directory)
 
 def check(watches: Sequence[Watch], base_dir: Path, env: Mapping[str, str], cwd: Path | None = None) -> list[str]:
     """Every problem of the automation ``watches`` reference (``file:line: message``); empty when none."""

@@ -8,7 +8,6 @@ turns one YAML node into an :class:`~hybrid_operator.config.model.AnsibleWatch` 
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -18,6 +17,14 @@ from typing import Any
 
 import yaml
 
+from hybrid_operator.config.keys import (
+    ANSIBLE_KEYS,
+    FINALIZER_KEYS,
+    HELM_KEYS,
+    key_path,
+    misspelled,
+    unknown_key_message,
+)
 from hybrid_operator.config.locations import chart_problem, role_candidates
 from hybrid_operator.config.model import (
     DEFAULT_MAX_RUNNER_ARTIFACTS,
@@ -36,17 +43,6 @@ from hybrid_operator.config.values import DurationError, parse_duration
 
 #: an Ansible variable name
 VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-COMMON_KEYS = frozenset(
-    {"group", "version", "kind", "reconcilePeriod", "watchDependentResources", "selector"}
-)
-ANSIBLE_KEYS = COMMON_KEYS | {
-    "playbook", "role", "vars", "manageStatus", "watchClusterScopedResources", "maxRunnerArtifacts",
-    "finalizer", "blacklist", "snakeCaseParameters", "markUnsafe", "watchAnnotationsChanges", "triggers",
-    "specOverrides",
-}
-HELM_KEYS = COMMON_KEYS | {"chart", "overrideValues", "maxConcurrentReconciles", "dryRunOption",
-                           "allowCrossNamespace"}
-FINALIZER_KEYS = frozenset({"name", "playbook", "role", "vars"})
 SELECTOR_KEYS = frozenset({"matchLabels", "matchExpressions"})
 REQUIREMENT_KEYS = frozenset({"key", "operator", "values"})
 GVK_KEYS = frozenset({"group", "version", "kind"})
@@ -102,7 +98,7 @@ class EntryReader:
 
     # -- reporting ---------------------------------------------------------------------------
     def report(self, message: str, *keys: str) -> None:
-        key_part = f'key "{_key_path(keys)}": ' if keys else ""
+        key_part = f'key "{key_path(keys)}": ' if keys else ""
         self.problems.add(self._line(keys), f"{self.label}: {key_part}{message}")
 
     def _line(self, keys: tuple[str, ...]) -> int:
@@ -141,7 +137,7 @@ class EntryReader:
         if not is_helm and not is_ansible:
             self._check_keys(self.data, ANSIBLE_KEYS | HELM_KEYS, ())
             # a misspelled one ("rolee") was just reported with its suggestion, which says more
-            if not any(_misspelled(self.data, key) for key in ("playbook", "role", "chart")):
+            if not any(misspelled(self.data, key) for key in ("playbook", "role", "chart")):
                 self.report("missing playbook, role or chart: set exactly one of them, e.g. "
                             "playbook: playbooks/memcached.yml, role: memcached or chart: helm-charts/nginx")
             return None
@@ -157,7 +153,7 @@ class EntryReader:
                 continue
             if key_node.value in seen:
                 self.problems.add(key_node.start_mark.line + 1,
-                                  f'{self.label}: key "{_key_path((*path, key_node.value))}": appears twice '
+                                  f'{self.label}: key "{key_path((*path, key_node.value))}": appears twice '
                                   "in the same mapping (YAML keeps only the last); remove one")
             seen.add(key_node.value)
             if key_node.value in ("finalizer", "selector") and not path:
@@ -168,7 +164,7 @@ class EntryReader:
             if not isinstance(key, str):
                 self.report(f"keys must be strings, got {key!r}", *path)
             elif key not in allowed:
-                self.report(_unknown_key_message(key, allowed, path), *path, key)
+                self.report(unknown_key_message(key, allowed, path), *path, key)
 
     def _gvk(self, mapping: Mapping[str, Any], path: tuple[str, ...]) -> GroupVersionKind:
         group = self._string(mapping, "group", path, default="")
@@ -177,12 +173,12 @@ class EntryReader:
         if group and not _GROUP.fullmatch(group):
             self.report(f"invalid group {group!r}: use a lowercase DNS name such as cache.example.com, "
                         "or \"\" for the core group", *path, "group")
-        if not version and mapping.get("version") in (None, "") and not _misspelled(mapping, "version"):
+        if not version and mapping.get("version") in (None, "") and not misspelled(mapping, "version"):
             self.report("version must not be empty: set the CRD version such as v1alpha1", *path, "version")
         elif version and not _VERSION.fullmatch(version):
             self.report(f"invalid version {version!r}: use the CRD version alone, such as v1 or v1beta1 "
                         "(the group goes in \"group\")", *path, "version")
-        if not kind and mapping.get("kind") in (None, "") and not _misspelled(mapping, "kind"):
+        if not kind and mapping.get("kind") in (None, "") and not misspelled(mapping, "kind"):
             self.report("kind must not be empty: set the CRD kind such as Memcached", *path, "kind")
         elif kind and not _KIND.fullmatch(kind):
             self.report(f"invalid kind {kind!r}: use the CRD kind, letters and digits only, "
@@ -541,41 +537,6 @@ class EntryReader:
             else:
                 overrides[key] = expand_env_or_empty(item, self.env)
         return overrides
-
-
-def _unknown_key_message(key: str, allowed: frozenset[str], path: tuple[str, ...]) -> str:
-    if not path:
-        if key == "maxConcurrentReconciles" and key not in allowed:
-            return ("not a key of Ansible entries (as in the Operator SDK); set --max-concurrent-reconciles "
-                    "or the MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> environment variable instead")
-        if key in HELM_KEYS - ANSIBLE_KEYS:
-            return "only valid for Helm entries (those with chart); remove it"
-        if key in ANSIBLE_KEYS - HELM_KEYS:
-            return "only valid for Ansible entries (those with playbook or role); remove it"
-    suggestion = _closest(key, allowed)
-    hint = f'did you mean "{suggestion}"? ' if suggestion else ""
-    return f"unknown key; {hint}valid keys here are: {', '.join(sorted(allowed))}"
-
-
-def _misspelled(mapping: Mapping[str, Any], key: str) -> bool:
-    """Whether an unknown key of ``mapping`` looks like ``key`` (already reported as a suggestion)."""
-    known = ANSIBLE_KEYS | HELM_KEYS
-    return any(isinstance(other, str) and other not in known and _closest(other, frozenset({key})) == key
-               for other in mapping)
-
-
-def _closest(key: str, allowed: frozenset[str]) -> str | None:
-    normalized = {candidate.lower().replace("_", "").replace("-", ""): candidate for candidate in allowed}
-    exact = normalized.get(key.lower().replace("_", "").replace("-", ""))
-    if exact is not None:
-        return exact
-    matches = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6)
-    return matches[0] if matches else None
-
-
-def _key_path(keys: tuple[str, ...]) -> str:
-    """``("blacklist", "[0]", "kind")`` -> ``blacklist[0].kind``."""
-    return ".".join(keys).replace(".[", "[")
 
 
 def _is_qualified_name(value: str) -> bool:
