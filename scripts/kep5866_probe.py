@@ -180,6 +180,8 @@ def probe_pages(api: Api, uids: dict[str, str]) -> None:
 def probe_delete_collection(api: Api, uids: dict[str, str]) -> None:
     """DELETE the collection with the lower half: which of the listed ConfigMaps are left."""
     status, body = api.call("DELETE", collection("configmaps"), query={"shardSelector": HALF})
+    if isinstance(body, dict):
+        fact("configmaps deletecollection response metadata", json.dumps(body.get("metadata"), sort_keys=True))
     deleted = {item["metadata"]["name"] for item in body.get("items", [])} if isinstance(body, dict) else set()
     _, left = api.call("GET", collection("configmaps"))
     remaining = {item["metadata"]["name"] for item in left["items"]} & set(uids)
@@ -223,6 +225,44 @@ SYNTAX = {
     "spaces trimmed": "  shardRange( object.metadata.uid , '0x0000000000000000' , '0x8000000000000000' )  ",
     "garbage": "not a selector",
     "empty": "",
+    "only spaces": "   ",
+    "trailing ||": HALF + " ||",
+    "&& instead of ||": HALF + " && " + HALF,
+    "negation": "!" + HALF,
+    "bare identifier": "object",
+    "string literal": "'0x0000000000000000'",
+    "two arguments": "shardRange(object.metadata.uid, '0x0000000000000000')",
+    "indexed field": "shardRange(object['metadata'].uid, '0x0000000000000000', '0x8000000000000000')",
+    "function as field": "shardRange(size(object), '0x0000000000000000', '0x8000000000000000')",
+    "int bound": "shardRange(object.metadata.uid, 0, '0x8000000000000000')",
+    "uint bound": "shardRange(object.metadata.uid, 0u, '0x8000000000000000')",
+    "double bound": "shardRange(object.metadata.uid, 0.5, '0x8000000000000000')",
+    "bytes bound": "shardRange(object.metadata.uid, b'0x0000000000000000', '0x8000000000000000')",
+    "null bound": "shardRange(object.metadata.uid, null, '0x8000000000000000')",
+    "bool bound": "shardRange(object.metadata.uid, true, '0x8000000000000000')",
+    "identifier bound": "shardRange(object.metadata.uid, start, '0x8000000000000000')",
+    "only 0x": "shardRange(object.metadata.uid, '0x', '0x8000000000000000')",
+    "18 digits": "shardRange(object.metadata.uid, '0x000000000000000000', '0x8000000000000000')",
+    "non-hex digit g": "shardRange(object.metadata.uid, '0x000000000000000g', '0x8000000000000000')",
+    "raw string": "shardRange(object.metadata.uid, r'0x0000000000000000', '0x8000000000000000')",
+    "escaped string": "shardRange(object.metadata.uid, '\\x30x0000000000000000', '0x8000000000000000')",
+    "start is 2^64": "shardRange(object.metadata.uid, '0x10000000000000000', '0x10000000000000000')",
+    "parenthesised": "(" + HALF + ")",
+    "three ranges, order kept": "shardRange(object.metadata.uid, '0xc000000000000000', '0x10000000000000000') || "
+                                "shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000') || "
+                                "shardRange(object.metadata.uid, '0x4000000000000000', '0x8000000000000000')",
+    "has macro": "has(object.metadata.uid)",
+    "all macro": "object.all(x, x)",
+    "list literal": "[" + HALF + "]",
+    "map literal": "{'a': 1}",
+    "message literal": "T{a: 1}",
+    "method call": "object.shardRange('0x0000000000000000', '0x8000000000000000')",
+    "unclosed call": "shardRange(object.metadata.uid, '0x0000000000000000'",
+    "unterminated string": "shardRange(object.metadata.uid, '0x0000000000000000, '0x8000000000000000')",
+    "backquoted identifier": "shardRange(`object`.metadata.uid, '0x0000000000000000', '0x8000000000000000')",
+    "optional select": "shardRange(object.?metadata.uid, '0x0000000000000000', '0x8000000000000000')",
+    "lone ||": "||",
+    "reserved word field": "shardRange(object.metadata.if, '0x0000000000000000', '0x8000000000000000')",
 }
 
 
@@ -236,6 +276,54 @@ def probe_syntax(api: Api, kind: str) -> None:
             message = body.get("message") if isinstance(body, dict) else body
             reason = body.get("reason") if isinstance(body, dict) else ""
             fact(f"{kind} syntax {label}", f"{status} {reason}: {message}")
+
+
+def probe_malformed_verbs(api: Api, kind: str) -> None:
+    """WATCH and DELETECOLLECTION with a malformed selector: the status code and body (nothing is deleted)."""
+    selector = SYNTAX["short '0x0' start"]
+    url = api.server + collection(kind) + "?" + urllib.parse.urlencode({"watch": "true", "shardSelector": selector})
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api.token}"})
+    try:
+        with urllib.request.urlopen(request, context=api.context, timeout=10) as response:
+            fact(f"{kind} watch malformed", f"{response.status} (a stream)")
+    except urllib.error.HTTPError as refused:
+        fact(f"{kind} watch malformed", f"{refused.code} {refused.read().decode()[:400]}")
+    _, before = api.call("GET", collection(kind))
+    status, body = api.call("DELETE", collection(kind), query={"shardSelector": selector})
+    _, after = api.call("GET", collection(kind))
+    fact(f"{kind} deletecollection malformed", f"{status} {json.dumps(body, sort_keys=True)[:400]}; "
+         f"objects before {len(before['items'])}, after {len(after['items'])}")
+
+
+def probe_tiny_range(api: Api, kind: str) -> None:
+    """LIST limit=1 with a range no object's hash is in (one value wide): what a filtering server answers."""
+    tiny = "shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000001')"
+    status, body = api.call("GET", collection(kind), query={"shardSelector": tiny, "limit": "1"})
+    meta = body.get("metadata", {}) if isinstance(body, dict) else {}
+    fact(f"{kind} limit=1 tiny range", f"{status}, {len(body.get('items', []))} items, continue="
+         f"{bool(meta.get('continue'))}, remainingItemCount={meta.get('remainingItemCount')}, "
+         f"shardInfo={json.dumps(meta.get('shardInfo'))}")
+
+
+def probe_cr_pages(api: Api, uids: dict[str, str]) -> None:
+    """LIST of the custom resource with limit=3 and the lower half, following `continue` to the end."""
+    pages, names, token = [], set(), ""
+    while True:
+        query = {"shardSelector": HALF, "limit": "3", **({"continue": token} if token else {})}
+        status, body = api.call("GET", collection("widgets"), query=query)
+        if status != 200:
+            fact("widgets pages", f"status {status}: {body}")
+            return
+        meta = body["metadata"]
+        pages.append(f"{len(body['items'])} items (remainingItemCount={meta.get('remainingItemCount')}, "
+                     f"shardInfo={'shardInfo' in meta})")
+        names |= {item["metadata"]["name"] for item in body["items"]}
+        token = meta.get("continue") or ""
+        if not token:
+            break
+    expected = {name for name, uid in uids.items() if in_range(uid, 0, 1 << 63)}
+    fact("widgets limit=3 pages with the lower half", "; ".join(pages))
+    fact("widgets pages together match FNV-1a64(uid)", (names & set(uids)) == expected)
 
 
 def setup(api: Api) -> dict[str, dict[str, str]]:
@@ -277,9 +365,13 @@ def main(argv: list[str] | None = None) -> int:
             probe_watch(api, kind)
             probe_initial_events(api, kind)
             probe_syntax(api, kind)
+            probe_tiny_range(api, kind)
         status, body = api.call("GET", collection("configmaps"), query={"shardSelector": SYNTAX["garbage"]})
         fact("malformed selector response", f"{status} {json.dumps(body, sort_keys=True)[:400]}")
         probe_pages(api, uids["configmaps"])
+        probe_cr_pages(api, uids["widgets"])
+        for kind in ("configmaps", "widgets"):
+            probe_malformed_verbs(api, kind)
         probe_delete_collection(api, uids["configmaps"])
     finally:
         teardown(api)

@@ -1,10 +1,13 @@
 """KEP-5866 sharded LIST and WATCH in the embedded API server, checked over HTTPS.
 
-Two halves of the hash space must partition a collection exactly, the list must echo the selector
-in ``metadata.shardInfo`` (and the watch in its initial-events-end bookmark), ``||`` must join
-ranges, a namespace-keyed selector must keep a namespace together, a malformed selector must be a
-400, and a server started with ``--no-sharded-list-watch`` must ignore the parameter the way an
-older kube-apiserver does (everything, no shardInfo, no 400).
+Two halves of the hash space must partition a collection exactly, the list of a built-in kind must
+echo the normalised selector in ``metadata.shardInfo`` (a custom resource's list and the watch's
+initial-events-end bookmark do not, as kube-apiserver v1.36.3), ``||`` must join ranges, a
+namespace-keyed selector must keep a namespace together, a malformed selector must be a 500 without
+a reason and with the real server's message on LIST, WATCH and DELETECOLLECTION, and a server started
+with ``--no-sharded-list-watch`` must ignore the parameter the way kube-apiserver with the gate off
+does (everything, no shardInfo, no error; a DELETECOLLECTION deletes the whole collection).
+test_kep5866_differential.py compares these answers with the real server's, when it is built.
 """
 
 from __future__ import annotations
@@ -26,6 +29,15 @@ LOW = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000
 HIGH = "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')"
 NS = "sharded"
 COUNT = 24
+GROUP = "shard.hybrid.dev"
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"widgets.{GROUP}"},
+    "spec": {"group": GROUP, "scope": "Namespaced",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
 
 
 def _start(directory: Path, *args: str) -> Cluster:
@@ -36,6 +48,11 @@ def _start(directory: Path, *args: str) -> Cluster:
     for index in range(COUNT):
         body = {"metadata": {"name": f"cm-{index}", "labels": {"set": "test"}}, "data": {"i": str(index)}}
         created = raw_request(instance, "POST", f"/api/v1/namespaces/{NS}/configmaps", body)
+        assert created.status == 201, created.body
+    assert raw_request(instance, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD).status == 201
+    for index in range(COUNT):
+        body = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": f"w-{index}"}}
+        created = raw_request(instance, "POST", f"/apis/{GROUP}/v1/namespaces/{NS}/widgets", body)
         assert created.status == 201, created.body
     return instance
 
@@ -105,22 +122,92 @@ def test_namespace_key_keeps_a_namespace_together(sharded: Cluster) -> None:
     assert status == 200 and none["items"] == []
 
 
-@pytest.mark.parametrize("selector", [
-    "shardRange(object.metadata.name, '0x0', '0x8')",
-    "shardRange(object.metadata.uid, '0', '0x8')",
-    "shardRange(object.metadata.uid, '0x8', '0x0')",
-    "shardRange(object.metadata.uid, '0x0', '0x20000000000000000')",
-    "shardRange(object.metadata.uid, '0x0')",
-    f"{LOW} ||",
-    f"{LOW} && {HIGH}",
+@pytest.mark.parametrize(("selector", "message"), [
+    ("shardRange(object.metadata.name, '0x0000000000000000', '0x8000000000000000')",
+     'unsupported field path "object.metadata.name"; supported: object.metadata.uid, object.metadata.namespace'),
+    ("shardRange(object.metadata.uid, '0x0', '0x8000000000000000')",
+     'hexStart must be a 0x-prefixed 16-digit hex value, got "0x0" (did you mean "0x0000000000000000"?)'),
+    ("shardRange(object.metadata.uid, '0X0000000000000000', '0x8000000000000000')",
+     'hexStart must have \'0x\' prefix, got "0X0000000000000000"'),
+    ("shardRange(object.metadata.uid, '0x0000000000000000', '0x800000000000000A')",
+     'hexEnd: invalid hex character "A" in "0x800000000000000A"'),
+    ("shardRange(object.metadata.uid, '0x8000000000000000', '0x0000000000000000')",
+     "shard range start 0x8000000000000000 must be less than end 0x0000000000000000"),
+    ("shardRange(object.metadata.uid, '0x0000000000000000', '0x20000000000000000')",
+     "hexEnd: 17-digit hex value must be '0x10000000000000000' (2^64), got \"0x20000000000000000\""),
+    ("shardRange(object.metadata.uid, '0x0000000000000000')", "shardRange() requires exactly 3 arguments, got 2"),
+    (f"{LOW} || shardRange(object.metadata.namespace, '0x0000000000000000', '0x10000000000000000')",
+     'all shard ranges must use the same field, got "object.metadata.uid" and "object.metadata.namespace"'),
+    (f"{LOW} && {HIGH}", 'unsupported function "_&&_"; only shardRange() and || are allowed'),
+    ("not a selector", "CEL parse error: Syntax error: mismatched input 'a' expecting <EOF>"),
+    ("  ", "empty shard selector is not allowed; omit the parameter for unfiltered lists"),
 ])
-def test_malformed_selector_is_a_400(sharded: Cluster, selector: str) -> None:
+def test_malformed_selector_is_a_500_as_from_kube_apiserver(sharded: Cluster, selector: str, message: str) -> None:
     status, body = _list(sharded, selector)
-    assert status == 400, body
-    assert body["reason"] == "BadRequest" and "shardSelector" in body["message"]
+    assert status == 500, body
+    assert body == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": f"invalid shard selector: {message}", "code": 500}
     watch = raw_request(sharded, "GET", f"/api/v1/namespaces/{NS}/configmaps?"
                         + urlencode({"watch": "true", "shardSelector": selector}))
-    assert watch.status == 400
+    assert (watch.status, watch.json()) == (500, body)
+    deleted = raw_request(sharded, "DELETE", f"/api/v1/namespaces/{NS}/configmaps?"
+                          + urlencode({"shardSelector": selector}))
+    assert (deleted.status, deleted.json()) == (500, body)
+    assert len(_list(sharded, HIGH)[1]["items"]) + len(_list(sharded, LOW)[1]["items"]) == COUNT
+
+
+def test_selector_is_echoed_normalised_for_built_in_kinds_only(sharded: Cluster) -> None:
+    loose = '  ( shardRange( object.metadata.uid , "0x0000000000000000" , "0x8000000000000000" ) )  '
+    status, listed = _list(sharded, loose)
+    assert status == 200
+    assert listed["metadata"]["shardInfo"] == {"selector": LOW}
+    widgets = f"/apis/{GROUP}/v1/namespaces/{NS}/widgets"
+    answer = raw_request(sharded, "GET", f"{widgets}?{urlencode({'shardSelector': LOW})}")
+    low = answer.json()
+    assert answer.status == 200 and "shardInfo" not in low["metadata"]
+    high = raw_request(sharded, "GET", f"{widgets}?{urlencode({'shardSelector': HIGH})}").json()
+    assert _names(low) | _names(high) == {f"w-{i}" for i in range(COUNT)} and not _names(low) & _names(high)
+    for item in low["items"]:
+        assert fnv1a64(item["metadata"]["uid"]) < 1 << 63
+
+
+def test_pages_count_the_unfiltered_rest(sharded: Cluster) -> None:
+    """remainingItemCount = stored objects after the continue key - limit, whatever the shard filtered out."""
+    everything = raw_request(sharded, "GET", f"/api/v1/namespaces/{NS}/configmaps").json()["items"]
+    order = [item["metadata"]["name"] for item in everything]
+    low = {item["metadata"]["name"] for item in everything if fnv1a64(item["metadata"]["uid"]) < 1 << 63}
+    seen: list[str] = []
+    start, token = 0, ""
+    while True:
+        query = urlencode({"shardSelector": LOW, "limit": "3", **({"continue": token} if token else {})})
+        page = raw_request(sharded, "GET", f"/api/v1/namespaces/{NS}/configmaps?{query}").json()
+        names = [item["metadata"]["name"] for item in page["items"]]
+        seen += names
+        token = page["metadata"].get("continue", "")
+        if not token:
+            assert "remainingItemCount" not in page["metadata"]
+            break
+        assert len(names) == 3
+        assert page["metadata"]["remainingItemCount"] == len(order) - start - 3
+        start = order.index(names[-1]) + 1
+    assert seen == [name for name in order if name in low]
+
+
+def test_delete_collection_deletes_the_shard_only(sharded: Cluster) -> None:
+    ns = "sharded-delete"
+    assert raw_request(sharded, "POST", "/api/v1/namespaces", {"metadata": {"name": ns}}).status == 201
+    uids = {}
+    for index in range(12):
+        created = raw_request(sharded, "POST", f"/api/v1/namespaces/{ns}/configmaps",
+                              {"metadata": {"name": f"d-{index}"}}).json()
+        uids[created["metadata"]["name"]] = created["metadata"]["uid"]
+    answer = raw_request(sharded, "DELETE", f"/api/v1/namespaces/{ns}/configmaps?" + urlencode({"shardSelector": LOW}))
+    assert answer.status == 200
+    low = {name for name, uid in uids.items() if fnv1a64(uid) < 1 << 63}
+    # (kube-root-ca.crt, the namespace's own, is in one half or the other too)
+    assert _names(answer.json()) & set(uids) == low and answer.json()["metadata"]["shardInfo"] == {"selector": LOW}
+    left = raw_request(sharded, "GET", f"/api/v1/namespaces/{ns}/configmaps").json()
+    assert _names(left) & set(uids) == set(uids) - low
 
 
 def test_watch_filters_events_and_echoes_shard_info(sharded: Cluster) -> None:
@@ -137,7 +224,8 @@ def test_watch_filters_events_and_echoes_shard_info(sharded: Cluster) -> None:
                 break
             initial.add(event["object"]["metadata"]["name"])
         assert initial == _names(low)
-        assert event["object"]["metadata"]["shardInfo"] == {"selector": LOW}
+        assert event["object"]["metadata"] == {"resourceVersion": event["object"]["metadata"]["resourceVersion"],
+                                               "annotations": {"k8s.io/initial-events-end": "true"}}
         created = []
         for index in range(8):
             body = {"metadata": {"name": f"later-{index}", "labels": {"set": "test"}}}
@@ -166,3 +254,10 @@ def test_server_without_the_feature_ignores_the_selector(unsharded: Cluster) -> 
     assert "shardInfo" not in low["metadata"]
     status, _ = _list(unsharded, "not a selector")
     assert status == 200
+    watch = raw_request(unsharded, "GET", f"/api/v1/namespaces/{NS}/configmaps?"
+                        + urlencode({"watch": "true", "shardSelector": "not a selector", "timeoutSeconds": "1"}))
+    assert watch.status == 200
+    deleted = raw_request(unsharded, "DELETE", f"/api/v1/namespaces/{NS}/configmaps?"
+                          + urlencode({"shardSelector": LOW, "labelSelector": "set=test"}))
+    assert deleted.status == 200 and len(deleted.json()["items"]) == COUNT
+    assert _list(unsharded, "")[1]["items"] == []

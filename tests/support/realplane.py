@@ -24,12 +24,18 @@ def missing_build() -> str | None:
 #: skip a test when the cache holds no build
 needs_build = pytest.mark.skipif(missing_build() is not None, reason=missing_build() or "")
 
+#: seconds a real control plane is given to serve (etcd, kube-apiserver, then the controller-manager)
+START_TIMEOUT = 240
+
 
 class RealCluster(Cluster):
     """The support Cluster, started with --control-plane real, given time to stop three processes in turn."""
 
     def __init__(self, workdir: Path, extra_args: tuple[str, ...] = ()) -> None:
         super().__init__(workdir, extra_args=("--control-plane", "real", *extra_args))
+
+    def start(self, timeout: float = START_TIMEOUT) -> None:
+        super().start(timeout)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         assert self.process is not None

@@ -39,6 +39,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:  # a plain error of kube-apiserver's (not a StatusError): a 500 without a reason
+            del body["reason"]
         if self.details is not None:
             body["details"] = self.details
         return body

@@ -87,8 +87,18 @@ def selectors(request: web.Request, info: ResourceInfo) -> tuple[LabelSelector, 
     return labels, fields
 
 
+def limit(request: web.Request) -> int:
+    """A LIST's ``limit`` (0: no limit); 400 when it is not a number."""
+    text = request.query.get("limit", "0") or "0"
+    if not text.isdigit():
+        raise errors.bad_request(f"invalid limit {text!r}")
+    return int(text)
+
+
 def shard_selector(request: web.Request, enabled: bool) -> ShardSelector | None:
-    """The ``shardSelector`` of a collection request (KEP-5866); None when absent or the feature is off."""
+    """The ``shardSelector`` of a collection request (KEP-5866); None when absent or empty, and whatever its
+    text when the feature is off (ignored silently, as kube-apiserver does with its gate off); a 500 when
+    malformed (:func:`shardselectors.parse`)."""
     if not enabled:
         return None
     return shardselectors.parse(request.query.get("shardSelector", ""))

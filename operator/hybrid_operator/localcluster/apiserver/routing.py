@@ -94,9 +94,13 @@ async def _read(request: web.Request, target: Target) -> web.StreamResponse:
     if target.name:
         return await get_resource(request, target)
     labels, fields = decoding.selectors(request, target.info)
-    shard = decoding.shard_selector(request, config_of(request).sharded_list_watch)
     decoding.timeout_seconds(request)  # a LIST decodes it too: a malformed one is a 400 either way
-    if decoding.parse_bool(request.query.get("watch"), "watch"):
+    watching = decoding.parse_bool(request.query.get("watch"), "watch")
+    if not watching:
+        decoding.limit(request)
+    # the shard selector is parsed by the storage layer, after every query option decoded (its 500 comes last)
+    shard = decoding.shard_selector(request, config_of(request).sharded_list_watch)
+    if watching:
         return await watch_resources(request, target, labels, fields, shard)
     return await list_resources(request, target, labels, fields, shard)
 

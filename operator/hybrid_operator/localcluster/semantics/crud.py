@@ -37,6 +37,7 @@ from hybrid_operator.localcluster.semantics import (
     metavalidation,
     patching,
     schema,
+    shardselectors,
     strategies,
     typed,
 )
@@ -83,10 +84,12 @@ class ObjectApi:
         shard: ShardSelector | None = None,
     ) -> dict[str, Any]:
         list_rv, after = listing.decode_continue(continue_token) if continue_token else (self.store.rv, "")
-        matched = listing.selected(self.store.list(info.storage_key, namespace), labels, fields, after, shard)
-        items, meta = listing.page(matched, limit, list_rv)
-        if shard is not None:
+        items, meta = listing.select_page(self.store.list(info.storage_key, namespace), labels, fields, after,
+                                          shard, limit, list_rv)
+        if shard is not None and shardselectors.echoed(info.custom):
             meta["shardInfo"] = shard.info()
+        if info.custom:
+            meta.setdefault("continue", "")  # an unstructured list always has it, empty on the last page
         return {"kind": info.list_kind, "apiVersion": info.group_version, "metadata": meta,
                 "items": [self.as_version(info, obj, share=True) for obj in items]}
 
@@ -305,13 +308,14 @@ class ObjectApi:
         labels: LabelSelector | None,
         fields: FieldSelector | None,
         opts: WriteOptions,
+        shard: ShardSelector | None = None,
     ) -> dict[str, Any]:
-        listed = self.list(info, namespace, labels, fields)
-        items = []
+        """DELETECOLLECTION: delete every object the selectors (and the shard selector) pick; the answer is their
+        list as it was read before (kube-apiserver's ``DeleteCollection`` returns that list, its metadata too)."""
+        listed = self.list(info, namespace, labels, fields, shard=shard)
         for obj in listed["items"]:
-            items.append(self.delete(info, objects.namespace(obj), objects.name(obj), opts).obj)
-        return {"kind": info.list_kind, "apiVersion": info.group_version,
-                "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}
+            self.delete(info, objects.namespace(obj), objects.name(obj), opts)
+        return listed
 
     def remove_now(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
         """Delete regardless of finalizers (CRD and namespace cleanup)."""

@@ -268,9 +268,12 @@ class Store:
         return self._objects.get(skey, {}).get((namespace, name))
 
     def list(self, skey: str, namespace: str | None = None) -> Iterator[dict[str, Any]]:
-        """Objects of one storage key, sorted by namespace then name (shared, read-only)."""
+        """Objects of one storage key in etcd's key order, ``<namespace>/<name>`` as text (shared, read-only).
+
+        As text, not as (namespace, name) pairs: ``kep-diff-other/a`` comes before ``kep-diff/a`` in etcd
+        (``-`` sorts before ``/``), and a continue token resumes after such a key."""
         objects = self._objects.get(skey, {})
-        for key in sorted(objects):
+        for key in sorted(objects, key=_key_order):
             if namespace is None or key[0] == namespace:
                 yield objects[key]
 
@@ -393,3 +396,8 @@ def _stored_change(rv: int, kind: bytes | None, skey: bytes | None, body: bytes 
     old_text = _text(old) if old is not None else None
     return Change(rv, kind_text, _text(skey), _json_object(body_text),
                   _json_object(old_text) if old_text else None, len(body_text) + len(old_text or ""))
+
+
+def _key_order(key: tuple[str, str]) -> str:
+    """etcd's order of ``/registry/<resource>/<namespace>/<name>`` keys."""
+    return f"{key[0]}/{key[1]}"

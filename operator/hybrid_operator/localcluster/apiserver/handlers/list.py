@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from hybrid_operator.localcluster import errors
 from hybrid_operator.localcluster.apiserver import decoding, encoding
 from hybrid_operator.localcluster.apiserver.context import api_of
 from hybrid_operator.localcluster.apiserver.urls import Target
@@ -15,10 +14,7 @@ from hybrid_operator.localcluster.semantics.shardselectors import ShardSelector
 
 async def list_resources(request: web.Request, target: Target, labels: LabelSelector,
                          fields: FieldSelector, shard: ShardSelector | None = None) -> web.StreamResponse:
-    limit_text = request.query.get("limit", "0") or "0"
-    if not limit_text.isdigit():
-        raise errors.bad_request(f"invalid limit {limit_text!r}")
-    listed = api_of(request).list(target.info, target.namespace, labels, fields, int(limit_text),
+    listed = api_of(request).list(target.info, target.namespace, labels, fields, decoding.limit(request),
                                   request.query.get("continue", ""), shard)
     if decoding.wants_table(request):
         return encoding.table(request, target.info, listed["items"], listed["metadata"]["resourceVersion"])

@@ -6,9 +6,9 @@ resourceVersion is given, replay from a resourceVersion, 410 ``Expired`` for
 one older than the retained history, ``sendInitialEvents`` with the
 ``k8s.io/initial-events-end`` bookmark, periodic BOOKMARKs on idle streams,
 label/field selector filtering (objects moving in or out of a selector appear
-as ADDED/DELETED), KEP-5866 ``shardSelector`` filtering (echoed as ``shardInfo`` in
-the metadata of the ``initial-events-end`` bookmark, the watch's end of initial
-sync), and closing at ``timeoutSeconds``.
+as ADDED/DELETED), KEP-5866 ``shardSelector`` filtering (never echoed: the
+``initial-events-end`` bookmark carries only its annotation and a
+resourceVersion, as kube-apiserver v1.36's does), and closing at ``timeoutSeconds``.
 
 ``timeoutSeconds`` is read as kube-apiserver reads it: not an int64 (``abc``,
 ``1e20``): 400 BadRequest with Go's ``strconv.ParseInt`` error; absent or 0: a
@@ -135,13 +135,11 @@ def _deadline(timeout: int | None, min_request_timeout: float) -> float | None:
 class _Stream:
     """One open watch response: events and bookmarks as JSON lines."""
 
-    def __init__(self, response: web.StreamResponse, api: ObjectApi, info: ResourceInfo, table: bool,
-                 shard: ShardSelector | None = None) -> None:
+    def __init__(self, response: web.StreamResponse, api: ObjectApi, info: ResourceInfo, table: bool) -> None:
         self.response = response
         self.api = api
         self.info = info
         self.table = table
-        self.shard = shard
 
     async def send(self, kind: str, obj: dict[str, Any]) -> None:
         shown = self.api.as_version(self.info, obj, share=True)
@@ -157,8 +155,6 @@ class _Stream:
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-            if self.shard is not None:
-                meta["shardInfo"] = self.shard.info()
         await self._line({"type": "BOOKMARK",
                           "object": {"kind": self.info.kind, "apiVersion": self.info.group_version, "metadata": meta}})
 
@@ -211,7 +207,7 @@ async def watch_resources(request: web.Request, target: Target, labels: LabelSel
         snapshot = [obj for obj in api.store.list(info.storage_key, target.namespace) if events.matches(obj)]
     response = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
     response.enable_chunked_encoding()
-    stream = _Stream(response, api, info, decoding.wants_table(request), shard)
+    stream = _Stream(response, api, info, decoding.wants_table(request))
     try:
         await response.prepare(request)
         if backlog is None:
