@@ -40,6 +40,7 @@ from hybrid_operator import __version__, clock, errors
 from hybrid_operator.kube import objects
 from hybrid_operator.kube.connection import Connection
 from hybrid_operator.kube.events import EventCorrelator, Posted
+from hybrid_operator.kube.streams import json_lines
 
 log = logging.getLogger(__name__)
 # urllib3 warns on every connection retry; an outage is logged once here instead (Outage)
@@ -269,18 +270,25 @@ class ClusterClient:
         items, version, _ = self.list_sharded(ref, namespace, shard_selector)
         return items, version
 
-    def list_sharded(self, ref: ResourceRef, namespace: str = "",
-                     shard_selector: str = "") -> tuple[builtins.list[dict[str, Any]], str, bool]:
-        """The objects of a kind, the list's resourceVersion, and whether the server applied ``shard_selector``
-        (KEP-5866: it echoes it in ``metadata.shardInfo``; an older server ignores it and sends everything)."""
-        query = [("shardSelector", shard_selector)] if shard_selector else None
+    def list_sharded(self, ref: ResourceRef, namespace: str = "", shard_selector: str = "",
+                     limit: int = 0) -> tuple[builtins.list[dict[str, Any]], str, bool]:
+        """The objects of a kind (at most ``limit``, 0: all), the list's resourceVersion, and whether the answer
+        echoes a shard selector in ``metadata.shardInfo`` (KEP-5866: kube-apiserver does so on lists of built-in
+        kinds, never on custom resources' although it filters them; a server that ignores the selector never).
+
+        :class:`errors.ConfigurationError` when the server refuses ``shard_selector`` (kube-apiserver answers a
+        malformed one with a 500 ``invalid shard selector: ...``): retrying cannot help."""
+        query = [("shardSelector", shard_selector)] if shard_selector else []
+        if limit:
+            query.append(("limit", str(limit)))
         try:
-            listing = self.request("GET", ref.path(namespace), query=query)
+            listing = self.request("GET", ref.path(namespace), query=query or None)
         except ApiException as exc:
+            _refused_selector(ref, shard_selector, exc.status, exc.body)
             raise _temporary("list", ref, "", exc) from exc
         meta = objects.meta(listing)
-        honoured = bool(shard_selector) and (meta.get("shardInfo") or {}).get("selector") == shard_selector
-        return list(listing.get("items") or []), str(meta.get("resourceVersion", "")), honoured
+        echoed = bool(shard_selector) and bool((meta.get("shardInfo") or {}).get("selector"))
+        return list(listing.get("items") or []), str(meta.get("resourceVersion", "")), echoed
 
     async def watch(self, ref: ResourceRef, namespace: str, resource_version: str,
                     timeout_seconds: int = 300, shard_selector: str = "") -> AsyncIterator[dict[str, Any]]:
@@ -313,6 +321,7 @@ class ClusterClient:
             async with aiohttp.ClientSession(timeout=timeout) as session, \
                     session.get(url, params=params, headers=headers, ssl=context) as response:
                 if response.status != 200:
+                    _refused_selector(ref, shard_selector, response.status, await response.read())
                     raise errors.TemporaryError(f"watch of {ref.kind} answered {response.status}")
                 async for line in json_lines(response.content.iter_any(), MAX_WATCH_LINE, f"watch of {ref.kind}"):
                     yield json.loads(line)
@@ -542,38 +551,27 @@ class ClusterClient:
 _LEASES = "/apis/coordination.k8s.io/v1/namespaces/{}/leases"
 
 
-async def json_lines(chunks: AsyncIterator[bytes], limit: int, what: str) -> AsyncIterator[bytes]:
-    """The non-blank newline-delimited lines of a byte stream, each at most ``limit`` bytes.
-
-    A line that grows past ``limit`` raises :class:`errors.TemporaryError` (the caller starts over);
-    the pieces of a line are joined once, so a long line costs its length, not its length squared.
-    """
-    pending: list[bytes] = []
-    size = 0
-    async for chunk in chunks:
-        pieces = chunk.split(b"\n")
-        for piece in pieces[:-1]:
-            line = b"".join([*pending, piece]) if pending else piece
-            pending, size = [], 0
-            if len(line) > limit:
-                raise errors.TemporaryError(f"{what}: an event longer than {limit} bytes (the API server's "
-                                            "objects are smaller); the watch is started again")
-            if line.strip():
-                yield line
-        last = pieces[-1]
-        if last:
-            pending.append(last)
-            size += len(last)
-            if size > limit:
-                raise errors.TemporaryError(f"{what}: an event longer than {limit} bytes (the API server's "
-                                            "objects are smaller); the watch is started again")
-    if pending and b"".join(pending).strip():
-        yield b"".join(pending)
-
-
 def _lease_error(action: str, name: str, exc: Exception) -> errors.TemporaryError:
     detail = f"API answered {exc.status} {exc.reason}" if isinstance(exc, ApiException) else type(exc).__name__
     return errors.TemporaryError(f"could not {action} the leader election lease {name}: {detail}", delay=1)
+
+
+SHARD_SELECTOR_REFUSED = "invalid shard selector:"
+
+
+def _refused_selector(ref: ResourceRef, selector: str, status: int | None, body: Any) -> None:
+    """Raise :class:`errors.ConfigurationError` when the answer is kube-apiserver's refusal of ``selector``."""
+    if not selector or status != 500:
+        return
+    try:
+        message = str(json.loads(body).get("message") or "") if body else ""
+    except (ValueError, AttributeError):
+        return
+    if message.startswith(SHARD_SELECTOR_REFUSED):
+        raise errors.ConfigurationError(
+            f"the API server refuses the shard selector for {ref.kind} ({selector!r}): {message}; it speaks "
+            "another KEP-5866 dialect than this operator: run without --sharding, or start the API server "
+            "with the ShardedListAndWatch feature gate off (the replicas then filter client-side)")
 
 
 def _temporary(action: str, ref: ResourceRef, name: str, exc: ApiException) -> errors.TemporaryError:

@@ -71,17 +71,18 @@ class Health(Protocol):
 
 
 async def follow(cluster: ClusterClient, gvk: tuple[str, str, str], namespaces: Sequence[str], handler: Handler,
-                 *, what: str, health: Health | None = None, shard_selector: str = "",
-                 honoured: Callable[[bool], None] | None = None) -> None:
+                 *, what: str, health: Health | None = None, shard: ShardRequest | None = None) -> None:
     """List then watch the kind ``gvk`` (group, version, kind) forever; ``what`` names it in logs.
 
-    With ``shard_selector`` (KEP-5866) the list and the watch ask the server for that slice only;
-    ``honoured`` learns after each list whether the server applied it (else the handler gets
-    everything and must filter).
+    With ``shard`` (KEP-5866) the list and the watch ask the server for that slice only, and
+    :class:`ShardRequest` finds out whether the server applied it (the handler may get everything and
+    must filter either way). A server refusing the selector is a :class:`errors.ConfigurationError`,
+    raised, not retried.
     """
     delay = 1.0
     streak = 0
     group, version, kind = gvk
+    sharding = shard or ShardRequest()
 
     def listed() -> None:
         if health is not None:
@@ -98,10 +99,10 @@ async def follow(cluster: ClusterClient, gvk: tuple[str, str, str], namespaces: 
         try:
             ref = await asyncio.to_thread(cluster.resolve, group, version, kind)
             scopes = tuple(namespaces) if (ref.namespaced and namespaces) else ("",)
-            await _follow_scopes(cluster, ref, scopes, handler, listed, working, _Sharding(shard_selector, honoured))
+            await _follow_scopes(cluster, ref, scopes, handler, listed, working, sharding)
             working()
             continue
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, errors.ConfigurationError):
             if isinstance(handler, SyncAware):
                 handler.interrupted()
             raise
@@ -122,16 +123,66 @@ async def follow(cluster: ClusterClient, gvk: tuple[str, str, str], namespaces: 
         delay = min(MAX_BACKOFF, delay * 2)
 
 
-@dataclass(frozen=True)
-class _Sharding:
-    """The shard selector a follower asks for, and who learns whether the server applied it."""
+@dataclass
+class ShardRequest:
+    """A KEP-5866 shard selector to follow with, and how the follower learns whether the server applied it.
+
+    ``inside`` tells whether an object is in the slice the selector names (the client's own FNV-1a), and
+    ``probe`` is a selector one hash value wide, which no object is in. ``shardInfo`` cannot be relied on
+    alone (kube-apiserver echoes it for built-in kinds only), so after each list (:func:`shard_verdict`):
+
+    * an object outside the slice in the answer (or later in a watch event): the server did not filter as
+      asked (it ignored the selector): ``decided(False)``, and the follower lists and watches everything
+      from then on (:attr:`selector` emptied), the handler filtering;
+    * else ``shardInfo`` echoed: it filtered (``decided(True)``);
+    * else (a custom resource, or a server that ignored it and holds only objects of the slice) one small
+      list tells: when the answer was empty, the first object of an unfiltered ``limit=1`` list (there is
+      one: the server filtered it out); otherwise the ``probe`` selector with ``limit=1`` (a filtering
+      server answers nothing, an ignoring one an object). An empty collection leaves it undecided until
+      the first watch event.
+    """
 
     selector: str = ""
-    honoured: Callable[[bool], None] | None = None
+    inside: Callable[[dict[str, Any]], bool] | None = None
+    probe: str = ""
+    decided: Callable[[bool], None] | None = None
+    verdict: bool | None = None
+
+    def decide(self, applied: bool | None) -> None:
+        if applied is None or applied == self.verdict:
+            return
+        self.verdict = applied
+        if not applied:
+            log.warning("shard selector not applied by the API server: following everything, filtering here",
+                        extra={"selector": self.selector})
+            self.selector = ""
+        if self.decided is not None:
+            self.decided(applied)
+
+    def outside(self, obj: dict[str, Any]) -> bool:
+        return bool(self.selector) and self.inside is not None and not self.inside(obj)
+
+
+def shard_verdict(items: Sequence[dict[str, Any]], echoed: bool,
+                  inside: Callable[[dict[str, Any]], bool] | None) -> bool | None:
+    """From one sharded list's answer alone: False (not filtered as asked), True (filtered), None (cannot tell)."""
+    if inside is not None and any(not inside(obj) for obj in items):
+        return False
+    return True if echoed else None
+
+
+async def _probe(cluster: ClusterClient, ref: ResourceRef, namespace: str, shard: ShardRequest,
+                 answered: bool) -> bool | None:
+    """The small list that tells a filtering server from an ignoring one when the answer could not (see above)."""
+    if not answered:  # nothing in our slice: is there anything at all?
+        items, _, _ = await asyncio.to_thread(cluster.list_sharded, ref, namespace, "", 1)
+        return True if items else None
+    items, _, _ = await asyncio.to_thread(cluster.list_sharded, ref, namespace, shard.probe, 1)
+    return not items
 
 
 async def _follow_scopes(cluster: ClusterClient, ref: ResourceRef, scopes: Sequence[str], handler: Handler,
-                         listed: Callable[[], None], working: Callable[[], None], shard: _Sharding) -> None:
+                         listed: Callable[[], None], working: Callable[[], None], shard: ShardRequest) -> None:
     """Follow every scope at once; when one fails, the others are stopped too (and all start over).
 
     Not an ``asyncio.TaskGroup``: when a scope fails while the follower is being cancelled, Python
@@ -153,7 +204,7 @@ async def _follow_scopes(cluster: ClusterClient, ref: ResourceRef, scopes: Seque
 
 
 async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler,
-                        listed: Callable[[], None], working: Callable[[], None], shard: _Sharding) -> None:
+                        listed: Callable[[], None], working: Callable[[], None], shard: ShardRequest) -> None:
     """List, then watch from the list's resourceVersion. When the server ends a watch (its timeout), watch
     again from the last resourceVersion seen (events and bookmarks), as client-go's reflector does; list
     again only when that version has left the server's history (an ERROR event with 410 Expired)."""
@@ -176,23 +227,33 @@ async def _follow_scope(cluster: ClusterClient, ref: ResourceRef, namespace: str
                 raise errors.TemporaryError(f"watch of {ref.kind} ended: {obj.get('message', '') or obj}")
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if event_type in EVENT_TYPES:
+                if shard.outside(obj):  # the server sends what it should have filtered out
+                    shard.decide(False)
+                    version = ""  # list again, everything
+                    break
                 handler.changed(ref, event_type, obj)
+                if shard.selector and shard.verdict is None and shard.probe and event_type != "DELETED":
+                    shard.decide(await _probe(cluster, ref, namespace, shard, answered=True))
             working()
         if not seen and asyncio.get_running_loop().time() - opened < SHORT_WATCH:
             raise errors.TemporaryError(f"the watch of {ref.kind} ended at once, without an event")
         working()  # ended as the server ends watches: resumed at once
 
 
-async def _list(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler, shard: _Sharding,
+async def _list(cluster: ClusterClient, ref: ResourceRef, namespace: str, handler: Handler, shard: ShardRequest,
                 aware: SyncAware | None) -> str:
     """List the scope into the handler; the list's resourceVersion."""
     if aware is not None:
         aware.relisting(ref, namespace)
+    items: list[dict[str, Any]] = []
+    version = ""
     if shard.selector:
-        items, version, honoured = await asyncio.to_thread(cluster.list_sharded, ref, namespace, shard.selector)
-        if shard.honoured is not None:
-            shard.honoured(honoured)
-    else:
+        items, version, echoed = await asyncio.to_thread(cluster.list_sharded, ref, namespace, shard.selector)
+        verdict = shard_verdict(items, echoed, shard.inside)
+        if verdict is None and shard.probe:
+            verdict = await _probe(cluster, ref, namespace, shard, answered=bool(items))
+        shard.decide(verdict)
+    if not shard.selector:  # never sharded, or the server did not filter as asked: everything
         items, version = await asyncio.to_thread(cluster.list_with_version, ref, namespace)
     for obj in items:
         handler.listed(ref, obj)

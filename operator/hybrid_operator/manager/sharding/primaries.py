@@ -7,11 +7,18 @@ followed by our own list-then-watch loop (:func:`hybrid_operator.kube.informer.f
 kopf, one per ``watches.yaml`` entry, restarted with a new selector whenever the held buckets
 change (a re-list, which brings the objects of newly held buckets to the work queue).
 
-When the server answers the list without echoing the selector in ``shardInfo`` (a server before
-Kubernetes 1.36, or without the ``ShardedListAndWatch`` gate), every object arrives and the ones
-outside the held buckets are dropped here. Either way the controllers' gate (``Controller.owns``)
-is the authority: a key is reconciled only while its bucket is held, which is what keeps
-dependents, triggers and resyncs on their owner's shard.
+Whether the server filtered is found out per controller without trusting ``shardInfo`` alone
+(kube-apiserver echoes it for built-in kinds only, and these are mostly custom resources):
+:class:`hybrid_operator.kube.informer.ShardRequest` checks every listed object and watch event
+against the held buckets and probes with a one-value range when the answer cannot tell. A server
+that does not filter as asked (before Kubernetes 1.36, the ``ShardedListAndWatch`` gate off) is
+followed without the selector from then on, for as long as this process runs. Either way every
+object and event is checked here against the held buckets (:meth:`ShardedPrimaries.deliver`): an
+object outside them is dropped, so a server that ignored the selector never causes a second replica
+to reconcile it, and a server that filtered never sent one to drop. The controllers' gate
+(``Controller.owns``) stays the authority: a key is reconciled only while its bucket is held, which
+keeps dependents, triggers and resyncs on their owner's shard. A server refusing the selector (a
+500 ``invalid shard selector``) stops the operator with a configuration error (exit code 2).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybrid_operator import errors
 from hybrid_operator.controller.controller import Controller, Key
 from hybrid_operator.controller.metrics import Counter, Gauge, Registry
 from hybrid_operator.kube import informer, objects
@@ -57,7 +65,8 @@ class ShardMetrics:
             ["controller"]))
         self.server_side = registry.register(Gauge(
             "hybrid_operator_shard_server_side",
-            "1 when the API server applied the shard selector (shardInfo echoed), 0 when filtering client-side",
+            "1 when the API server applied the shard selector (echoed, or found by checking and probing), "
+            "0 when it did not and the replica follows everything, filtering client-side",
             ["controller"]))
 
 
@@ -68,6 +77,8 @@ class _Followed:
     controller: Controller
     buckets: dict[Key, int] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
+    #: the server was found not to filter this kind: follow it without a selector from now on
+    unfiltered: bool = False
 
 
 class ShardedPrimaries:
@@ -83,6 +94,8 @@ class ShardedPrimaries:
         self.held: frozenset[int] = frozenset()
         self.selector = ""
         self._followed = [_Followed(c) for c in controllers]
+        #: set when a follower cannot go on (the server refuses the selector): :meth:`run` raises it
+        self._fatal: asyncio.Future[None] | None = None
         self._by_controller = {id(f.controller): f for f in self._followed}
         for followed in self._followed:
             followed.controller.owns = self._gate(followed)
@@ -141,19 +154,36 @@ class ShardedPrimaries:
             followed.task = None
         if self.selector:
             followed.task = asyncio.create_task(self._follow(followed, self.selector))
+            followed.task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """A follower ended: only a configuration error ends one (it retries everything else)."""
+        if task.cancelled() or self._fatal is None or self._fatal.done():
+            return
+        failure = task.exception()
+        if isinstance(failure, errors.ConfigurationError):
+            self._fatal.set_exception(failure)
 
     async def _follow(self, followed: _Followed, selector: str) -> None:
         controller = followed.controller
         gvk = controller.watch.gvk
         handler = _Handler(self, followed)
+        held = self.held
 
-        def honoured(applied: bool) -> None:
-            handler.client_side = not applied
+        def inside(obj: dict[str, Any]) -> bool:
+            return ring.bucket_of(ring.key_value(obj, self.key)) in held
+
+        def decided(applied: bool) -> None:
+            followed.unfiltered = not applied
+            log.info("shard selector checked", extra={"controller": controller.name, "server_side": applied})
             if self.metrics is not None:
                 self.metrics.server_side.set(1 if applied else 0, controller.name)
 
+        shard = informer.ShardRequest("" if followed.unfiltered else selector, inside=inside,
+                                      probe=ring.probe_selector(self.key), decided=decided,
+                                      verdict=False if followed.unfiltered else None)
         await informer.follow(self.cluster, (gvk.group, gvk.version, gvk.kind), self.namespaces, handler,
-                              what=f"primaries {controller.name}", shard_selector=selector, honoured=honoured)
+                              what=f"primaries {controller.name}", shard=shard)
 
     async def deliver(self, followed: _Followed, event_type: str, obj: dict[str, Any]) -> None:
         if self.metrics is not None:
@@ -162,16 +192,21 @@ class ShardedPrimaries:
         bucket = ring.bucket_of(ring.key_value(obj, self.key))
         followed.buckets[key] = bucket
         if bucket not in self.held:
-            return  # a server ignoring the selector, or a bucket being handed over
+            return  # a server that did not filter, or a bucket being handed over: never ours to reconcile
         await self.sink(followed.controller, event_type, obj)
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
         """Until ``stop``: the followers run as the held buckets dictate (started by :meth:`held_changed`)."""
         if ready is not None:
             ready.set()
+        self._fatal = asyncio.get_running_loop().create_future()
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         try:
-            await stop.wait()
+            await asyncio.wait({stopping, self._fatal}, return_when=asyncio.FIRST_COMPLETED)
+            if self._fatal.done():
+                self._fatal.result()  # raises the follower's configuration error
         finally:
+            stopping.cancel()
             for followed in self._followed:
                 if followed.task is not None:
                     followed.task.cancel()
@@ -184,7 +219,6 @@ class _Handler:
     def __init__(self, primaries: ShardedPrimaries, followed: _Followed) -> None:
         self.primaries = primaries
         self.followed = followed
-        self.client_side = True
         self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
         self._pump: asyncio.Task[None] | None = None
 

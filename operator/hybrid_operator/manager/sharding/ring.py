@@ -83,6 +83,12 @@ def selector(owned: Iterable[int], key: str = "uid", buckets: int = BUCKETS) -> 
                        for start, end in ranges(owned, buckets))
 
 
+def probe_selector(key: str = "uid") -> str:
+    """A ``shardSelector`` one hash value wide (``[0, 1)``), which no object is in (2**-64 for any one object):
+    a server that applies it answers a ``limit=1`` list with nothing, one that ignores it with an object."""
+    return f"shardRange({KEYS[key]}, '0x{0:016x}', '0x{1:016x}')"
+
+
 def describe(owned: Sequence[int] | frozenset[int]) -> str:
     """Buckets as a short sorted list for Lease annotations and logs: ``0,3,7``."""
     return ",".join(str(b) for b in sorted(owned))
