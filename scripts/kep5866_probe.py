@@ -157,24 +157,25 @@ def probe_watch(api: Api, kind: str) -> None:
     fact(f"{kind} watch event types", sorted({str(e.get("type")) for e in events}))
 
 
-def probe_pages(api: Api, uids: dict[str, str]) -> None:
+def probe_pages(api: Api, kind: str, uids: dict[str, str]) -> None:
     """LIST with limit=3 and the lower half, following `continue` to the end."""
     pages, names, token = [], set(), ""
     while True:
         query = {"shardSelector": HALF, "limit": "3", **({"continue": token} if token else {})}
-        status, body = api.call("GET", collection("configmaps"), query=query)
+        status, body = api.call("GET", collection(kind), query=query)
         if status != 200:
-            fact("configmaps pages", f"status {status}: {body}")
+            fact(f"{kind} pages", f"status {status}: {body}")
             return
         meta = body["metadata"]
-        pages.append(f"{len(body['items'])} items (remainingItemCount={meta.get('remainingItemCount')})")
+        pages.append(f"{len(body['items'])} items (remainingItemCount={meta.get('remainingItemCount')}, "
+                     f"shardInfo={'shardInfo' in meta})")
         names |= {item["metadata"]["name"] for item in body["items"]}
         token = meta.get("continue") or ""
         if not token:
             break
     expected = {name for name, uid in uids.items() if in_range(uid, 0, 1 << 63)}
-    fact("configmaps limit=3 pages with the lower half", "; ".join(pages))
-    fact("configmaps pages together match FNV-1a64(uid)", (names & set(uids)) == expected)
+    fact(f"{kind} limit=3 pages with the lower half", "; ".join(pages))
+    fact(f"{kind} pages together match FNV-1a64(uid)", (names & set(uids)) == expected)
 
 
 def probe_delete_collection(api: Api, uids: dict[str, str]) -> None:
@@ -305,27 +306,6 @@ def probe_tiny_range(api: Api, kind: str) -> None:
          f"shardInfo={json.dumps(meta.get('shardInfo'))}")
 
 
-def probe_cr_pages(api: Api, uids: dict[str, str]) -> None:
-    """LIST of the custom resource with limit=3 and the lower half, following `continue` to the end."""
-    pages, names, token = [], set(), ""
-    while True:
-        query = {"shardSelector": HALF, "limit": "3", **({"continue": token} if token else {})}
-        status, body = api.call("GET", collection("widgets"), query=query)
-        if status != 200:
-            fact("widgets pages", f"status {status}: {body}")
-            return
-        meta = body["metadata"]
-        pages.append(f"{len(body['items'])} items (remainingItemCount={meta.get('remainingItemCount')}, "
-                     f"shardInfo={'shardInfo' in meta})")
-        names |= {item["metadata"]["name"] for item in body["items"]}
-        token = meta.get("continue") or ""
-        if not token:
-            break
-    expected = {name for name, uid in uids.items() if in_range(uid, 0, 1 << 63)}
-    fact("widgets limit=3 pages with the lower half", "; ".join(pages))
-    fact("widgets pages together match FNV-1a64(uid)", (names & set(uids)) == expected)
-
-
 def setup(api: Api) -> dict[str, dict[str, str]]:
     api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": NAMESPACE}})
@@ -368,8 +348,8 @@ def main(argv: list[str] | None = None) -> int:
             probe_tiny_range(api, kind)
         status, body = api.call("GET", collection("configmaps"), query={"shardSelector": SYNTAX["garbage"]})
         fact("malformed selector response", f"{status} {json.dumps(body, sort_keys=True)[:400]}")
-        probe_pages(api, uids["configmaps"])
-        probe_cr_pages(api, uids["widgets"])
+        for kind in ("configmaps", "widgets"):
+            probe_pages(api, kind, uids[kind])
         for kind in ("configmaps", "widgets"):
             probe_malformed_verbs(api, kind)
         probe_delete_collection(api, uids["configmaps"])

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 import pytest
 
 from hybrid_operator.localcluster.semantics.shardselectors import fnv1a64
-from support.cluster import Cluster, RawWatch, raw_request
+from support.cluster import Cluster, RawWatch, open_crd, raw_request
 
 pytestmark = pytest.mark.integration
 
@@ -30,14 +30,7 @@ HIGH = "shardRange(object.metadata.uid, '0x8000000000000000', '0x100000000000000
 NS = "sharded"
 COUNT = 24
 GROUP = "shard.hybrid.dev"
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"widgets.{GROUP}"},
-    "spec": {"group": GROUP, "scope": "Namespaced",
-             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+CRD = open_crd(GROUP, "Widget")
 
 
 def _start(directory: Path, *args: str) -> Cluster:

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from hybrid_operator.localcluster.semantics.shardselectors import fnv1a64
-from support.cluster import Cluster, RawWatch, raw_request
+from support.cluster import Cluster, RawWatch, open_crd, raw_request
 from support.realplane import RealCluster, needs_build
 
 pytestmark = [pytest.mark.integration, pytest.mark.kube, pytest.mark.slow, needs_build]
@@ -32,14 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.kube, pytest.mark.slow, needs
 CASES: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parent / "differential" / "kep5866.yaml").read_text())["cases"]
 GROUP = "diff.hybrid.dev"
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"widgets.{GROUP}"},
-    "spec": {"group": GROUP, "scope": "Namespaced",
-             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+CRD = open_crd(GROUP, "Widget")
 NS, OTHER = "kep-diff", "kep-diff-other"
 RESOURCES = ("configmaps", "widgets")
 OBJECTS = 12

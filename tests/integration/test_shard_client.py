@@ -22,20 +22,13 @@ from hybrid_operator import errors
 from hybrid_operator.kube import informer
 from hybrid_operator.kube.client import ClusterClient, ResourceRef
 from hybrid_operator.manager.sharding import ring
-from support.cluster import Cluster, raw_request
+from support.cluster import Cluster, open_crd, raw_request
 from support.realplane import RealCluster, missing_build
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 GROUP = "client.hybrid.dev"
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"gadgets.{GROUP}"},
-    "spec": {"group": GROUP, "scope": "Namespaced",
-             "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+CRD = open_crd(GROUP, "Gadget")
 KINDS = {"ConfigMap": ("", "v1", "ConfigMap"), "Gadget": (GROUP, "v1", "Gadget")}
 NS = "shard-client"
 HELD = frozenset(range(16))  # the lower half of the hash space

@@ -303,3 +303,17 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float = 20.0) -> An
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.2)
     return result
+
+
+def open_crd(group: str, kind: str) -> dict[str, Any]:
+    """A namespaced CRD (``<kind>s.<group>``, version v1) whose objects keep any field: a custom resource to list
+    and watch, for tests that compare it with a built-in kind."""
+    plural = f"{kind.lower()}s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
